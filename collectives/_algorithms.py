@@ -1,0 +1,161 @@
+"""The SparCML allreduce algorithms, as generators over a :class:`~collectives._wire.Wire`.
+
+Each returns the sum: a :class:`SparseVector`, or a dense ndarray where it became dense.
+"""
+
+import numpy as np
+from mpi4py import MPI
+
+from . import thresholds
+from ._kernels import accumulate, merge_add, merge_runs
+from ._vector import SparseVector
+from ._wire import displacements
+
+_INDICES, _VALUES = 0, 1  # tag offsets of the two messages of a sparse vector
+
+
+def split_bounds(size, nprocs):
+    """The ``nprocs + 1`` boundaries of the index ranges owned by each rank."""
+    return np.arange(nprocs + 1, dtype=np.int64) * size // nprocs
+
+
+def _send(wire, indices, values, dest):
+    yield [wire.isend(indices, dest, _INDICES), wire.isend(values, dest, _VALUES)]
+
+
+def _receive(wire, source, like, sends=()):
+    probe = wire.probe(source, _INDICES)
+    yield probe
+    n = probe.count(like.indices.dtype)
+    indices = np.empty(n, like.indices.dtype)
+    values = np.empty(n, like.values.dtype)
+    yield [
+        *sends,
+        wire.irecv_probed(probe, indices),
+        wire.irecv(values, source, _VALUES),
+    ]
+    return indices, values
+
+
+def recursive_double(wire, vec):
+    """SSAR_Recursive_double: log2 P rounds of swapping partial sums with ``rank ^ mask``.
+
+    With P not a power of two, the first ``2 * extra`` ranks pair up: even ones hand their
+    vector to the next odd one before the rounds and get the sum back after them.
+    """
+    nprocs, rank = wire.size, wire.rank
+    indices, values = vec.indices, vec.values
+    main = 1 << (nprocs.bit_length() - 1)
+    extra = nprocs - main
+    folded = rank < 2 * extra
+    if folded and rank % 2 == 0:
+        yield from _send(wire, indices, values, rank + 1)
+        indices, values = yield from _receive(wire, rank + 1, vec)
+        return SparseVector(indices, values, vec.size, check=False)
+    if folded:
+        got = yield from _receive(wire, rank - 1, vec)
+        indices, values = merge_add(*got, indices, values)
+    vrank = rank // 2 if folded else rank - extra
+    mask = 1
+    while mask < main:
+        vpartner = vrank ^ mask
+        partner = 2 * vpartner + 1 if vpartner < extra else vpartner + extra
+        sends = [wire.isend(indices, partner, _INDICES), wire.isend(values, partner, _VALUES)]
+        got = yield from _receive(wire, partner, vec, sends)
+        indices, values = merge_add(indices, values, *got)
+        mask <<= 1
+    if folded:
+        yield from _send(wire, indices, values, rank - 1)
+    if indices is vec.indices:
+        indices, values = indices.copy(), values.copy()
+    return SparseVector(indices, values, vec.size, check=False)
+
+
+def _reduce_range(runs_indices, runs_values, counts, lo, hi, dynamic):
+    """Sum the sorted runs received for ``[lo, hi)``: (indices, values) or a dense block."""
+    length = hi - lo
+    total = runs_indices.size
+    value_size = runs_values.itemsize
+    limit = thresholds.delta(length, value_size, runs_indices.itemsize) if dynamic else np.inf
+    if total > thresholds.ACCUMULATE_FRACTION * length:
+        block = np.zeros(length, runs_values.dtype)
+        accumulate(runs_indices, runs_values, lo, block)
+        nonzero = np.flatnonzero(block)
+        if nonzero.size > limit:
+            return None, block
+        return (nonzero + lo).astype(runs_indices.dtype), block[nonzero]
+    offsets = np.append(displacements(counts), total)
+    indices, values = merge_runs(runs_indices, runs_values, offsets)
+    if indices.size > limit:
+        block = np.zeros(length, runs_values.dtype)
+        block[indices - lo] = values
+        return None, block
+    return indices, values
+
+
+def split_allgather(wire, vec, dynamic=False):
+    """SSAR_Split_allgather, or DSAR_Split_allgather when ``dynamic``.
+
+    The index space splits into P ranges; a sparse reduce-scatter sends each range to its
+    owner, which merges what it gets; an allgather then gives everyone every reduced range.
+    With ``dynamic``, a range denser than delta travels as a dense block.
+    """
+    nprocs, rank, size = wire.size, wire.rank, vec.size
+    bounds = split_bounds(size, nprocs)
+    sendcounts = np.diff(np.searchsorted(vec.indices, bounds)).astype(np.int64)
+    recvcounts = np.empty(nprocs, np.int64)
+    yield wire.alltoall(sendcounts, recvcounts)
+    total = int(recvcounts.sum())
+    runs_indices = np.empty(total, vec.indices.dtype)
+    runs_values = np.empty(total, vec.values.dtype)
+    yield [
+        wire.alltoallv(vec.indices, sendcounts, runs_indices, recvcounts),
+        wire.alltoallv(vec.values, sendcounts, runs_values, recvcounts),
+    ]
+    lo, hi = bounds[rank], bounds[rank + 1]
+    indices, values = _reduce_range(runs_indices, runs_values, recvcounts, lo, hi, dynamic)
+    if indices is None:
+        indices = runs_indices[:0]
+    counts = np.empty((nprocs, 2), np.int64)
+    yield wire.allgather(np.array([indices.size, values.size], np.int64), counts)
+    all_indices = np.empty(int(counts[:, 0].sum()), vec.indices.dtype)
+    all_values = np.empty(int(counts[:, 1].sum()), vec.values.dtype)
+    yield [
+        wire.allgatherv(indices, all_indices, np.ascontiguousarray(counts[:, 0])),
+        wire.allgatherv(values, all_values, np.ascontiguousarray(counts[:, 1])),
+    ]
+    dense_blocks = counts[:, 0] != counts[:, 1]
+    if not dense_blocks.any():
+        # the ranges are disjoint and in order: the concatenation is sorted
+        return SparseVector(all_indices, all_values, size, check=False)
+    result = np.zeros(size, vec.values.dtype)
+    index_at = displacements(counts[:, 0])
+    value_at = displacements(counts[:, 1])
+    for owner in range(nprocs):
+        n_values = counts[owner, 1]
+        got = all_values[value_at[owner] : value_at[owner] + n_values]
+        if dense_blocks[owner]:
+            result[bounds[owner] : bounds[owner + 1]] = got
+        else:
+            result[all_indices[index_at[owner] : index_at[owner] + n_values]] = got
+    return result
+
+
+def dense(wire, vec):
+    """MPI ``Allreduce`` of the dense vector (the baseline)."""
+    array = vec.to_dense() if isinstance(vec, SparseVector) else vec
+    result = np.empty_like(array)
+    yield wire.allreduce(array, result, MPI.SUM)
+    return result
+
+
+def dynamic_split_allgather(wire, vec):
+    return (yield from split_allgather(wire, vec, dynamic=True))
+
+
+ALGORITHMS = {
+    "ssar_recursive_double": recursive_double,
+    "ssar_split_allgather": split_allgather,
+    "dsar_split_allgather": dynamic_split_allgather,
+    "dense": dense,
+}

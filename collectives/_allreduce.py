@@ -1,0 +1,206 @@
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from . import cost_model
+from ._algorithms import ALGORITHMS
+from ._stats import Stats
+from ._vector import VALUE_DTYPES, SparseVector, check_values
+from ._wire import Wire, run
+
+_ALGORITHM_NAMES = ["auto", *ALGORITHMS]
+_ALGORITHM_CODES = {name: code for code, name in enumerate(_ALGORITHM_NAMES)}
+_OUTS = ("auto", "sparse", "dense")
+_keyval = None
+
+
+class _Channel:
+    """A private duplicate of a communicator, and the count of calls made on it."""
+
+    __slots__ = ("comm", "calls")
+
+    def __init__(self, comm):
+        self.comm, self.calls = comm, 0
+
+
+def _free_channel(comm, keyval, channel):
+    if not MPI.Is_finalized():
+        channel.comm.Free()
+
+
+def channel(comm):
+    """The private duplicate of ``comm``, made on first use and cached on ``comm``."""
+    global _keyval
+    if comm is None:
+        comm = MPI.COMM_WORLD
+    if not isinstance(comm, MPI.Intracomm):
+        raise TypeError(f"comm must be an mpi4py Intracomm, got {type(comm).__name__}")
+    if _keyval is None:
+        _keyval = MPI.Comm.Create_keyval(delete_fn=_free_channel)
+    found = comm.Get_attr(_keyval)
+    if found is None:
+        found = _Channel(comm.Dup())
+        comm.Set_attr(_keyval, found)
+    return found
+
+
+def _as_input(vec, algorithm, out):
+    """Check the arguments of one rank; the vector as the algorithm wants it."""
+    if algorithm not in _ALGORITHM_CODES:
+        raise ValueError(
+            f"algorithm must be one of {sorted(_ALGORITHM_CODES)}, got {algorithm!r}"
+        )
+    if out not in _OUTS:
+        raise ValueError(f"out must be one of {list(_OUTS)}, got {out!r}")
+    if isinstance(vec, SparseVector):
+        return vec
+    if isinstance(vec, np.ndarray):
+        return check_values(vec, "vec")
+    raise TypeError(f"vec must be a SparseVector or a 1-D ndarray, got {type(vec).__name__}")
+
+
+def _agree(wire, vec, algorithm, error, operation="allreduce"):
+    """Check that all ranks hold vectors of one size and dtype and name one algorithm.
+
+    One ``Allreduce(MAX)`` of a small header; every rank raises the same error when they
+    disagree, so no rank goes on alone into a collective that would hang.
+    Returns the largest local nonzero count.
+    """
+    if error is None:
+        size = vec.size
+        nnz = vec.nnz if isinstance(vec, SparseVector) else vec.size
+        dtype_code = VALUE_DTYPES.index(vec.dtype)
+        code = _ALGORITHM_CODES[algorithm]
+        failed = 0
+    else:
+        size = nnz = dtype_code = code = 0
+        failed = wire.rank + 1
+    header = np.array(
+        [size, -size, dtype_code, -dtype_code, code, -code, nnz, failed], np.int64
+    )
+    agreed = np.empty_like(header)
+    yield wire.allreduce(header, agreed, MPI.MAX)
+    if agreed[7]:
+        if error is not None:
+            raise error
+        raise ValueError(f"{operation}: rank {agreed[7] - 1} passed invalid arguments")
+    names = {
+        "size": str,
+        "dtype": lambda code: VALUE_DTYPES[code].name,
+        "algorithm": lambda code: repr(_ALGORITHM_NAMES[code]),
+    }
+    for at, (what, name_of) in enumerate(names.items()):
+        low, high = -agreed[2 * at + 1], agreed[2 * at]
+        if low != high:
+            raise ValueError(
+                f"{operation}: the ranks disagree on {what}: this rank passed "
+                f"{name_of(header[2 * at])}, the ranks range from {name_of(low)} "
+                f"to {name_of(high)}"
+            )
+    return int(agreed[6])
+
+
+def _steps(wire, vec, algorithm, out, error):
+    """The whole allreduce as a generator: agreement, choice, algorithm, output form."""
+    max_nnz = yield from _agree(wire, vec, algorithm, error)
+    if algorithm == "auto":
+        algorithm = cost_model.choose(
+            wire.size,
+            vec.size,
+            max_nnz,
+            value_itemsize=vec.dtype.itemsize,
+            index_itemsize=np.dtype(np.uint32 if vec.size < 2**32 else np.uint64).itemsize,
+        )
+    if algorithm != "dense" and isinstance(vec, np.ndarray):
+        vec = SparseVector.from_dense(vec)
+    result = yield from ALGORITHMS[algorithm](wire, vec)
+    if out == "dense" and isinstance(result, SparseVector):
+        result = result.to_dense()
+    elif out == "sparse" and isinstance(result, np.ndarray):
+        result = SparseVector.from_dense(result)
+    return result, algorithm
+
+
+def start(vec, comm, algorithm, out, *, blocking):
+    """The wire and steps of one allreduce call on the private channel of ``comm``."""
+    chan = channel(comm)
+    wire = Wire(chan.comm, blocking=blocking, sequence=chan.calls)
+    chan.calls += 1
+    try:
+        vec = _as_input(vec, algorithm, out)
+        error = None
+    except (TypeError, ValueError) as exc:
+        error = exc
+    return wire, _steps(wire, vec, algorithm, out, error)
+
+
+def record(stats, wire, algorithm, seconds):
+    """Add one call's traffic to ``stats`` (when given)."""
+    if stats is None:
+        return
+    stats.add(
+        Stats(
+            algorithm=algorithm,
+            calls=1,
+            bytes_sent=wire.bytes_sent,
+            bytes_received=wire.bytes_received,
+            messages=wire.messages,
+            seconds=seconds,
+        )
+    )
+
+
+def allreduce(vec, comm=None, *, algorithm="auto", out="auto", stats=None):
+    """Sum ``vec`` elementwise over all ranks of ``comm`` (default ``MPI.COMM_WORLD``).
+
+    ``vec`` is a :class:`SparseVector` or a dense 1-D float32/float64 array; every rank
+    passes one of the same size and dtype. ``algorithm`` is one of
+    ``"ssar_recursive_double"``, ``"ssar_split_allgather"``, ``"dsar_split_allgather"``,
+    ``"dense"`` or ``"auto"`` (the fastest by :mod:`collectives.cost_model`), the same on
+    every rank. ``out="sparse"`` returns a :class:`SparseVector`, ``out="dense"`` an
+    ndarray, ``out="auto"`` the form the algorithm produced (``dense`` and a
+    ``dsar_split_allgather`` that switched any range to dense give an ndarray). All ranks get
+    bitwise the same result. ``stats``, a :class:`Stats`, accumulates the call's traffic.
+    """
+    begin = time.perf_counter()
+    wire, steps = start(vec, comm, algorithm, out, blocking=True)
+    result, algorithm = run(steps, wire.comm)
+    record(stats, wire, algorithm, time.perf_counter() - begin)
+    return result
+
+
+def _gather_steps(wire, vec, error):
+    yield from _agree(wire, vec, "auto", error, "allgather")
+    counts = np.empty(wire.size, np.int64)
+    yield wire.allgather(np.array([vec.nnz], np.int64), counts)
+    indices = np.empty(int(counts.sum()), vec.indices.dtype)
+    values = np.empty(int(counts.sum()), vec.values.dtype)
+    yield [
+        wire.allgatherv(vec.indices, indices, counts),
+        wire.allgatherv(vec.values, values, counts),
+    ]
+    ends = np.cumsum(counts)[:-1]
+    return [
+        SparseVector(i, v, vec.size, check=False)
+        for i, v in zip(np.split(indices, ends), np.split(values, ends), strict=True)
+    ]
+
+
+def allgather(vec, comm=None, *, stats=None):
+    """The list of every rank's :class:`SparseVector`, in rank order (any nnz per rank)."""
+    begin = time.perf_counter()
+    chan = channel(comm)
+    wire = Wire(chan.comm, blocking=True, sequence=chan.calls)
+    chan.calls += 1
+    error = None
+    if isinstance(vec, np.ndarray):
+        try:
+            vec = SparseVector.from_dense(vec)
+        except (TypeError, ValueError) as exc:
+            error = exc
+    elif not isinstance(vec, SparseVector):
+        error = TypeError(f"vec must be a SparseVector, got {type(vec).__name__}")
+    result = run(_gather_steps(wire, vec, error), wire.comm)
+    record(stats, wire, "allgather", time.perf_counter() - begin)
+    return result

@@ -1,0 +1,156 @@
+"""The MPI calls of one collective operation, counted, blocking or not.
+
+Algorithms are generators that start MPI operations through a :class:`Wire` and yield what
+must finish before they go on: ``None`` (nothing), a request or a list of requests, or a
+:class:`Probe`. One driver waits on them (blocking calls), another tests them (requests).
+"""
+
+import numpy as np
+from mpi4py import MPI
+
+_MPI_TYPES = {
+    np.dtype(np.float32): MPI.FLOAT,
+    np.dtype(np.float64): MPI.DOUBLE,
+    np.dtype(np.uint32): MPI.UINT32_T,
+    np.dtype(np.uint64): MPI.UINT64_T,
+    np.dtype(np.int64): MPI.INT64_T,
+}
+
+TAGS_PER_CALL = 8
+_TAG_CYCLE = 2048  # calls before tags repeat; far more than can be outstanding
+
+
+def mpi_type(dtype):
+    return _MPI_TYPES[np.dtype(dtype)]
+
+
+def ceil_log2(n):
+    return (n - 1).bit_length()
+
+
+def displacements(counts):
+    """Exclusive prefix sum of ``counts``."""
+    displs = np.zeros(len(counts), np.int64)
+    np.cumsum(counts[:-1], out=displs[1:])
+    return displs
+
+
+class Probe:
+    """A pending match of the next message from ``source`` with ``tag``."""
+
+    __slots__ = ("source", "tag", "message", "status")
+
+    def __init__(self, source, tag):
+        self.source, self.tag = source, tag
+        self.message, self.status = None, MPI.Status()
+
+    def wait(self, comm):
+        self.message = comm.Mprobe(self.source, self.tag, self.status)
+
+    def test(self, comm):
+        self.message = comm.Improbe(self.source, self.tag, self.status)
+        return self.message is not None
+
+    def count(self, dtype):
+        return self.status.Get_count(mpi_type(dtype))
+
+
+class Wire:
+    """Start the MPI operations of one collective call on ``comm`` and count their traffic."""
+
+    def __init__(self, comm, *, blocking, sequence=0):
+        self.comm = comm
+        self.size = comm.Get_size()
+        self.rank = comm.Get_rank()
+        self.blocking = blocking
+        self.tag = (sequence % _TAG_CYCLE) * TAGS_PER_CALL
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.messages = 0
+
+    def _call(self, blocking_call, nonblocking_call, *args):
+        if self.blocking:
+            blocking_call(*args)
+            return None
+        return nonblocking_call(*args)
+
+    def allreduce(self, sendbuf, recvbuf, op):
+        """Reduce ``sendbuf`` into ``recvbuf`` on every rank."""
+        moved = 2 * (self.size - 1) * recvbuf.nbytes // self.size
+        self.bytes_sent += moved
+        self.bytes_received += moved
+        self.messages += 2 * ceil_log2(self.size)
+        return self._call(self.comm.Allreduce, self.comm.Iallreduce, sendbuf, recvbuf, op)
+
+    def allgather(self, sendbuf, recvbuf):
+        """Gather equal blocks from every rank."""
+        self._count_gather(sendbuf.nbytes, recvbuf.nbytes - sendbuf.nbytes)
+        return self._call(self.comm.Allgather, self.comm.Iallgather, sendbuf, recvbuf)
+
+    def allgatherv(self, sendbuf, recvbuf, counts):
+        """Gather blocks of ``counts[r]`` items from every rank ``r``."""
+        item = recvbuf.itemsize
+        self._count_gather(sendbuf.nbytes, (int(counts.sum()) - int(counts[self.rank])) * item)
+        spec = [recvbuf, (counts, displacements(counts)), mpi_type(recvbuf.dtype)]
+        return self._call(self.comm.Allgatherv, self.comm.Iallgatherv, sendbuf, spec)
+
+    def _count_gather(self, own, others):
+        self.bytes_sent += own * (self.size - 1)
+        self.bytes_received += others
+        self.messages += self.size - 1
+
+    def alltoall(self, sendbuf, recvbuf):
+        """Send block ``r`` of ``sendbuf`` to rank ``r``; equal blocks."""
+        block = sendbuf.nbytes // self.size
+        self.bytes_sent += block * (self.size - 1)
+        self.bytes_received += block * (self.size - 1)
+        self.messages += self.size - 1
+        return self._call(self.comm.Alltoall, self.comm.Ialltoall, sendbuf, recvbuf)
+
+    def alltoallv(self, sendbuf, sendcounts, recvbuf, recvcounts):
+        """Send ``sendcounts[r]`` items to rank ``r``, receive ``recvcounts[r]`` from it."""
+        item = sendbuf.itemsize
+        own = int(sendcounts[self.rank])
+        self.bytes_sent += (int(sendcounts.sum()) - own) * item
+        self.bytes_received += (int(recvcounts.sum()) - int(recvcounts[self.rank])) * item
+        self.messages += self.size - 1
+        datatype = mpi_type(sendbuf.dtype)
+        send = [sendbuf, (sendcounts, displacements(sendcounts)), datatype]
+        recv = [recvbuf, (recvcounts, displacements(recvcounts)), datatype]
+        return self._call(self.comm.Alltoallv, self.comm.Ialltoallv, send, recv)
+
+    def isend(self, buf, dest, tag):
+        """Start sending ``buf`` to ``dest``."""
+        self.bytes_sent += buf.nbytes
+        self.messages += 1
+        return self.comm.Isend([buf, mpi_type(buf.dtype)], dest, self.tag + tag)
+
+    def irecv(self, buf, source, tag):
+        """Start receiving ``buf`` from ``source``."""
+        self.bytes_received += buf.nbytes
+        return self.comm.Irecv([buf, mpi_type(buf.dtype)], source, self.tag + tag)
+
+    def probe(self, source, tag):
+        """A :class:`Probe` for the next message from ``source``; yield it to wait."""
+        return Probe(source, self.tag + tag)
+
+    def irecv_probed(self, probe, buf):
+        """Start receiving the message ``probe`` matched into ``buf``."""
+        self.bytes_received += buf.nbytes
+        return probe.message.Irecv([buf, mpi_type(buf.dtype)])
+
+
+def run(steps, comm):
+    """Drive the generator ``steps`` with blocking waits; its return value."""
+    try:
+        item = next(steps)
+        while True:
+            if isinstance(item, Probe):
+                item.wait(comm)
+            elif isinstance(item, MPI.Request):
+                item.Wait()
+            elif item:
+                MPI.Request.Waitall([request for request in item if request is not None])
+            item = next(steps)
+    except StopIteration as stop:
+        return stop.value

@@ -1,0 +1,114 @@
+"""An alpha-beta cost model of the allreduce algorithms, used by ``algorithm="auto"``.
+
+A rank's time is ``alpha * messages + beta * bytes_sent + gamma * merged entries + dense_gamma
+* dense elements touched``. Supports are taken as uniformly random: the union of ``m``
+vectors of ``k`` nonzeros out of ``n`` holds ``n (1 - (1 - k/n)**m)`` entries, an upper bound
+for the skewed supports of real gradients. The constants are module attributes; assign
+measured ones (or pass them) to fit a machine.
+"""
+
+from dataclasses import dataclass
+
+from . import thresholds
+
+ALPHA = 5e-6
+"""Seconds per message (latency)."""
+BETA = 8e-10
+"""Seconds per byte sent (inverse bandwidth; 8e-10 is 10 Gbit/s)."""
+GAMMA = 4e-9
+"""Seconds per entry of a merge-add of sorted index lists."""
+DENSE_GAMMA = 5e-10
+"""Seconds per element of dense work (zero fill, elementwise sum)."""
+
+_HEADER_BYTES = 64  # the agreement check every call makes first
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the model expects one rank (the busiest) to spend on one call."""
+
+    seconds: float
+    bytes_sent: float
+    messages: int
+
+
+def expected_union(size, nnz, count):
+    """Expected nonzeros of the sum of ``count`` random vectors of ``nnz`` of ``size``."""
+    if size == 0:
+        return 0.0
+    return size * (1.0 - (1.0 - min(nnz, size) / size) ** count)
+
+
+def _ceil_log2(n):
+    return (n - 1).bit_length()
+
+
+def predict(
+    algorithm,
+    nprocs,
+    size,
+    nnz,
+    *,
+    value_itemsize=4,
+    index_itemsize=4,
+    alpha=None,
+    beta=None,
+    gamma=None,
+    dense_gamma=None,
+):
+    """Predict one rank's cost of ``allreduce`` where every rank holds ``nnz`` nonzeros."""
+    alpha = ALPHA if alpha is None else alpha
+    beta = BETA if beta is None else beta
+    gamma = GAMMA if gamma is None else gamma
+    dense_gamma = DENSE_GAMMA if dense_gamma is None else dense_gamma
+    entry = value_itemsize + index_itemsize
+    logp = _ceil_log2(nprocs)
+    sent = 2.0 * (nprocs - 1) * _HEADER_BYTES / nprocs
+    messages = 2 * logp
+    merged = 0.0
+    touched = 0.0
+    if algorithm == "ssar_recursive_double":
+        main = 1 << (nprocs.bit_length() - 1)
+        rounds = main.bit_length() - 1
+        held = [expected_union(size, nnz, (2**i) * nprocs / main) for i in range(rounds)]
+        sent += entry * sum(held)
+        merged += 2 * sum(held)
+        messages += 2 * rounds
+        if main != nprocs:  # the folded ranks: one more exchange in and one out
+            sent += entry * expected_union(size, nnz, nprocs)
+            merged += 2 * nnz
+            messages += 2
+    elif algorithm in ("ssar_split_allgather", "dsar_split_allgather"):
+        union = expected_union(size, nnz, nprocs) / nprocs
+        piece = entry * union
+        if algorithm == "dsar_split_allgather":
+            length = size / nprocs
+            if union > thresholds.delta(length, value_itemsize, index_itemsize):
+                piece = value_itemsize * length
+                touched += size
+        sent += (nprocs - 1) * (entry * nnz / nprocs + 8 + 16 + piece)
+        merged += nnz * max(logp, 1)
+        messages += 6 * (nprocs - 1)
+    elif algorithm == "dense":
+        sent += 2.0 * (nprocs - 1) * size * value_itemsize / nprocs
+        touched += 2 * size
+        messages += 2 * logp
+    else:
+        raise ValueError(f"unknown algorithm {algorithm!r}")
+    if nprocs == 1:
+        sent, messages = 0.0, 0
+    seconds = alpha * messages + beta * sent + gamma * merged + dense_gamma * touched
+    return Prediction(seconds, sent, messages)
+
+
+def choose(nprocs, size, nnz, *, value_itemsize=4, index_itemsize=4, **constants):
+    """The algorithm the model predicts fastest."""
+    names = ("ssar_recursive_double", "ssar_split_allgather", "dsar_split_allgather", "dense")
+    costs = {
+        name: predict(
+            name, nprocs, size, nnz, value_itemsize=value_itemsize,
+            index_itemsize=index_itemsize, **constants,
+        ).seconds
+        for name in names
+    }
+    return min(names, key=costs.__getitem__)

@@ -1,0 +1,1 @@
+"""sparcml applications: estimators, training, cluster launch, datasets, benchmarks."""

@@ -1,0 +1,22 @@
+import pytest
+from mpirun import run_mpi
+
+pytestmark = pytest.mark.usefixtures("compiled_kernels")
+
+
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4, 5, 8])
+def test_every_algorithm_equals_mpi_allreduce(nprocs):
+    result = run_mpi("check_allreduce.py", nprocs, timeout=300)
+    for rank in range(nprocs):
+        assert "FAIL" not in result.stdout[rank], result.stdout[rank]
+    assert result.stdout[0].splitlines()[-1] == "cases 1380"
+
+
+@pytest.mark.parametrize("nprocs", [2, 3, 4])
+def test_disagreeing_ranks_all_raise(nprocs):
+    result = run_mpi("check_errors.py", nprocs, timeout=120)
+    for rank in range(nprocs):
+        lines = result.stdout[rank].splitlines()
+        assert len(lines) == 15, result.report()
+        assert all(line.startswith("ok") for line in lines), result.report()
+        assert lines[-1] == "ok after True"
