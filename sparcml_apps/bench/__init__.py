@@ -1,0 +1,8 @@
+"""Benchmarks: ``python -m sparcml_apps.bench NAME`` (or ``sparcml bench NAME``).
+
+Each benchmark is a module here with ``add_arguments(parser)`` and ``run(args)``.
+"""
+
+BENCHMARKS = {
+    "allreduce": "sparcml_apps.bench.allreduce",
+}
