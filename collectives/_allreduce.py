@@ -48,9 +48,7 @@ def channel(comm):
 def _as_input(vec, algorithm, out):
     """Check the arguments of one rank; the vector as the algorithm wants it."""
     if algorithm not in _ALGORITHM_CODES:
-        raise ValueError(
-            f"algorithm must be one of {sorted(_ALGORITHM_CODES)}, got {algorithm!r}"
-        )
+        raise ValueError(f"algorithm must be one of {sorted(_ALGORITHM_CODES)}, got {algorithm!r}")
     if out not in _OUTS:
         raise ValueError(f"out must be one of {list(_OUTS)}, got {out!r}")
     if isinstance(vec, SparseVector):
@@ -76,9 +74,7 @@ def _agree(wire, vec, algorithm, error, operation="allreduce"):
     else:
         size = nnz = dtype_code = code = 0
         failed = wire.rank + 1
-    header = np.array(
-        [size, -size, dtype_code, -dtype_code, code, -code, nnz, failed], np.int64
-    )
+    header = np.array([size, -size, dtype_code, -dtype_code, code, -code, nnz, failed], np.int64)
     agreed = np.empty_like(header)
     yield wire.allreduce(header, agreed, MPI.MAX)
     if agreed[7]:

@@ -45,9 +45,16 @@ def run_mpi(script, nprocs, *args, timeout=120, env=None, check=True):
         script = SCRIPTS / script
     with tempfile.TemporaryDirectory(prefix="mpirun-") as tmp:
         command = [
-            str(MPIEXEC), "-n", str(nprocs),
-            "-outfile-pattern", f"{tmp}/out.%r", "-errfile-pattern", f"{tmp}/err.%r",
-            sys.executable, str(script), *map(str, args),
+            str(MPIEXEC),
+            "-n",
+            str(nprocs),
+            "-outfile-pattern",
+            f"{tmp}/out.%r",
+            "-errfile-pattern",
+            f"{tmp}/err.%r",
+            sys.executable,
+            str(script),
+            *map(str, args),
         ]
         process = subprocess.Popen(
             command,

@@ -20,3 +20,9 @@ def test_disagreeing_ranks_all_raise(nprocs):
         assert len(lines) == 15, result.report()
         assert all(line.startswith("ok") for line in lines), result.report()
         assert lines[-1] == "ok after True"
+
+
+@pytest.mark.parametrize("nprocs", [1, 3, 4])
+def test_allgather_returns_every_ranks_vector(nprocs):
+    result = run_mpi("check_allgather.py", nprocs, timeout=120)
+    assert result.stdout[0].splitlines() == ["done"], result.report()

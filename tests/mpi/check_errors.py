@@ -28,21 +28,41 @@ def vector(size, dtype=np.float64):
     return SparseVector([0], np.ones(1, dtype), size)
 
 
-for algorithm in ("ssar_recursive_double", "ssar_split_allgather", "dsar_split_allgather",
-                  "dense", "auto"):
-    expect(f"size {algorithm}", "disagree on size",
-           lambda a=algorithm: allreduce(vector(10 + (rank == 1)), comm, algorithm=a))
-    expect(f"dtype {algorithm}", "disagree on dtype",
-           lambda a=algorithm: allreduce(
-               vector(10, np.float32 if rank == 1 else np.float64), comm, algorithm=a))
-expect("algorithm", "disagree on algorithm",
-       lambda: allreduce(vector(10), comm,
-                         algorithm="dense" if rank == 1 else "ssar_split_allgather"))
+for algorithm in (
+    "ssar_recursive_double",
+    "ssar_split_allgather",
+    "dsar_split_allgather",
+    "dense",
+    "auto",
+):
+    expect(
+        f"size {algorithm}",
+        "disagree on size",
+        lambda a=algorithm: allreduce(vector(10 + (rank == 1)), comm, algorithm=a),
+    )
+    expect(
+        f"dtype {algorithm}",
+        "disagree on dtype",
+        lambda a=algorithm: allreduce(
+            vector(10, np.float32 if rank == 1 else np.float64), comm, algorithm=a
+        ),
+    )
+expect(
+    "algorithm",
+    "disagree on algorithm",
+    lambda: allreduce(vector(10), comm, algorithm="dense" if rank == 1 else "ssar_split_allgather"),
+)
 bad = "bogus" if rank == 1 else "auto"
-expect("bad algorithm", "algorithm" if rank == 1 else "rank 1 passed invalid",
-       lambda: allreduce(vector(10), comm, algorithm=bad))
-expect("bad input", "vec must be" if rank == 1 else "rank 1 passed invalid",
-       lambda: allreduce([1.0, 2.0] if rank == 1 else vector(10), comm))
+expect(
+    "bad algorithm",
+    "algorithm" if rank == 1 else "rank 1 passed invalid",
+    lambda: allreduce(vector(10), comm, algorithm=bad),
+)
+expect(
+    "bad input",
+    "vec must be" if rank == 1 else "rank 1 passed invalid",
+    lambda: allreduce([1.0, 2.0] if rank == 1 else vector(10), comm),
+)
 expect("allgather size", "disagree on size", lambda: allgather(vector(10 + (rank == 1)), comm))
 # after all that, the communicator still works
 total = allreduce(vector(10), comm, out="dense")
