@@ -55,6 +55,8 @@ def run_mpi(script, nprocs, *args, timeout=120, env=None, check=True):
             "-errfile-pattern",
             f"{tmp}/err.%r",
             sys.executable,
+            "-m",
+            "mpi4py",
             str(script),
             *map(str, args),
         ]
