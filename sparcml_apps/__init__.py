@@ -1,1 +1,5 @@
 """sparcml applications: estimators, training, cluster launch, datasets, benchmarks."""
+
+from .estimators import SparseSGDClassifier, SparseSGDRegressor
+
+__all__ = ["SparseSGDClassifier", "SparseSGDRegressor"]

@@ -1,8 +1,12 @@
 """Compiled kernels of SGD training over CSR rows: losses, batch gradients, updates, TopK.
 
-Kernels see no strings: the loss is an integer code (``LOSSES``). Weights are held as
-``w = wscale * v`` (``v`` one flat float64 array of ``n_out * n_features`` entries, class
-``c`` at ``c * n_features``) so that the L2 shrinkage of a step costs O(1), not O(n_features).
+Kernels see no strings: options are numbers in a float64 ``params`` array and the running
+scalars live in a float64 ``state`` array, both indexed by the constants below. Weights are
+held as ``w = wscale * v`` (``v`` one flat float64 array of ``n_out * n_features`` entries,
+class ``c`` at ``c * n_features``) so that the L2 shrinkage of a step costs O(1), not
+O(n_features). The average of the weights is kept lazily too: with ``S`` the running sum of
+``wscale`` since averaging began, the summed weights are ``base + S * v - offsets``, where
+every change ``d`` of ``v[j]`` adds ``S * d`` to ``offsets[j]``.
 """
 
 import numpy as np
@@ -17,7 +21,31 @@ LOSSES = {
     "huber": 5,
     "epsilon_insensitive": 6,
 }
+SCHEDULES = {"constant": 0, "optimal": 1, "invscaling": 2, "adaptive": 3}
 MAX_DLOSS = 1e12
+
+# params: the options of a fit
+(
+    SCHEDULE,
+    ETA0,
+    POWER_T,
+    ALPHA,
+    T0,
+    L2,
+    L1,
+    INTERCEPT_DECAY,
+    AVERAGE_START,
+    LOSS,
+    LOSS_PARAM,
+    N_FEATURES,
+    N_OUT,
+    MULTICLASS,
+    FIT_INTERCEPT,
+    N_PARAMS,
+) = range(16)
+# state: the running scalars of a model
+WSCALE, T, L1_TOTAL, AVERAGE_SUM, AVERAGE_STEPS, ETA, N_STATE = range(7)
+RENORMALIZE_BELOW = 1e-9  # a wscale below this is folded into v
 
 
 @njit(cache=True, nogil=True)
@@ -88,14 +116,6 @@ def loss(code, p, y, param):
 
 
 @njit(cache=True, nogil=True)
-def _target(y, c, n_out, multiclass):
-    """Class ``c``'s target for label ``y``: +-1 one-vs-rest, else ``y`` itself."""
-    if multiclass:
-        return 1.0 if y == c else -1.0
-    return y
-
-
-@njit(cache=True, nogil=True)
 def sort_keys(keys, n, scratch):
     """Sort ``keys[:n]`` (non-negative integers) in place: radix sort, 11 bits a pass."""
     if n < 64:
@@ -132,22 +152,83 @@ def sort_keys(keys, n, scratch):
 
 
 @njit(cache=True, nogil=True)
-def margins(indptr, indices, data, row, v, wscale, intercept, n_features, n_out, out):
-    """``out[c]`` = the prediction of class ``c`` for ``row``."""
+def rate(params, state):
+    """The learning rate at the current sample time ``state[T]``."""
+    schedule = params[SCHEDULE]
+    if schedule == 0:
+        return params[ETA0]
+    if schedule == 1:
+        return 1.0 / (params[ALPHA] * (params[T0] + state[T] - 1.0))
+    if schedule == 2:
+        return params[ETA0] / state[T] ** params[POWER_T]
+    return state[ETA]
+
+
+@njit(cache=True, nogil=True)
+def row_coefs(
+    indptr,
+    indices,
+    data,
+    row,
+    y,
+    row_weight,
+    pos_weight,
+    neg_weight,
+    params,
+    state,
+    v,
+    intercept,
+    eta,
+    coefs,
+    at,
+):
+    """``coefs[at, c]`` = eta * weight * dloss of ``row`` for output ``c``; returns its loss.
+
+    The prediction is made with the weights as they are (before the step's updates).
+    """
+    n_features = int(params[N_FEATURES])
+    n_out = int(params[N_OUT])
+    code = int(params[LOSS])
+    multiclass = params[MULTICLASS] > 0
+    total_loss = 0.0
     for c in range(n_out):
-        base = c * n_features
-        total = 0.0
+        base = np.uint64(c * n_features)  # unsigned indexing: no negative-index test
+        dot = 0.0
         for k in range(indptr[row], indptr[row + 1]):
-            total += data[k] * v[base + indices[k]]
-        out[c] = wscale * total + intercept[c]
+            dot += data[k] * v[base + indices[k]]
+        p = state[WSCALE] * dot + intercept[c]
+        if multiclass:
+            target = 1.0 if y[row] == c else -1.0
+        else:
+            target = y[row]
+        weight = row_weight[row] * (pos_weight[c] if target > 0 else neg_weight[c])
+        total_loss += weight * loss(code, p, target, params[LOSS_PARAM])
+        g = min(max(dloss(code, p, target, params[LOSS_PARAM]), -MAX_DLOSS), MAX_DLOSS)
+        coefs[at, c] = eta * weight * g
+    return total_loss
 
 
 @njit(cache=True, nogil=True)
 def batch_gradient(
-    indptr, indices, data, rows, y, row_weight, pos_weight, neg_weight,
-    v, wscale, intercept, n_features, n_out, multiclass, code, param, eta,
-    fit_intercept, slot, cols, acc, out_idx, out_val,
-):  # fmt: skip
+    indptr,
+    indices,
+    data,
+    rows,
+    y,
+    row_weight,
+    pos_weight,
+    neg_weight,
+    params,
+    state,
+    v,
+    intercept,
+    eta,
+    slot,
+    cols,
+    acc,
+    out_idx,
+    out_val,
+):
     """The step ``eta * gradient`` of the batch ``rows`` as a sparse vector; and its loss.
 
     Writes sorted flat indices (``c * n_features + column``, then the intercepts at
@@ -155,24 +236,35 @@ def batch_gradient(
     and the batch's summed (weighted) loss. ``slot`` (all -1, length ``n_features``) maps a
     column to its place in ``acc``; it is all -1 again on return.
     """
+    n_features = int(params[N_FEATURES])
+    n_out = int(params[N_OUT])
     found = 0
     loss_sum = 0.0
-    p = np.empty(n_out)
-    coef = np.empty(n_out)
+    coefs = np.empty((1, n_out))
     intercept_step = np.zeros(n_out)
     for r in range(rows.size):
         row = rows[r]
-        margins(indptr, indices, data, row, v, wscale, intercept, n_features, n_out, p)
+        loss_sum += row_coefs(
+            indptr,
+            indices,
+            data,
+            row,
+            y,
+            row_weight,
+            pos_weight,
+            neg_weight,
+            params,
+            state,
+            v,
+            intercept,
+            eta,
+            coefs,
+            0,
+        )
         active = False
         for c in range(n_out):
-            target = _target(y[row], c, n_out, multiclass)
-            weight = row_weight[row] * (pos_weight[c] if target > 0 else neg_weight[c])
-            loss_sum += weight * loss(code, p[c], target, param)
-            g = dloss(code, p[c], target, param)
-            g = min(max(g, -MAX_DLOSS), MAX_DLOSS)
-            coef[c] = eta * weight * g
-            intercept_step[c] += coef[c]
-            active = active or coef[c] != 0.0
+            intercept_step[c] += coefs[0, c]
+            active = active or coefs[0, c] != 0.0
         if not active:
             continue
         for k in range(indptr[row], indptr[row + 1]):
@@ -186,7 +278,7 @@ def batch_gradient(
                 for c in range(n_out):
                     acc[s * n_out + c] = 0.0
             for c in range(n_out):
-                acc[s * n_out + c] += coef[c] * data[k]
+                acc[s * n_out + c] += coefs[0, c] * data[k]
     sort_keys(cols, found, out_idx)
     n = 0
     for c in range(n_out):
@@ -199,7 +291,7 @@ def batch_gradient(
                 n += 1
     for i in range(found):
         slot[cols[i]] = -1
-    if fit_intercept:
+    if params[FIT_INTERCEPT] > 0:
         for c in range(n_out):
             if intercept_step[c] != 0.0:
                 out_idx[n] = n_out * n_features + c
@@ -209,52 +301,145 @@ def batch_gradient(
 
 
 @njit(cache=True, nogil=True)
-def apply_step(
-    idx, val, v, wscale, intercept, n_weights, intercept_decay,
-    l1_total, l1_applied, average_sum, average_offsets,
-):  # fmt: skip
-    """Subtract the summed step ``(idx, val)`` from the weights ``wscale * v``.
-
-    With ``l1_total > 0`` the touched weights then take the cumulative L1 penalty not yet
-    applied to them (``l1_applied``); with ``average_sum >= 0`` every change of ``v`` is
-    booked into ``average_offsets`` for the lazily kept average of the weights.
-    """
-    for e in range(idx.size):
-        j = idx[e]
-        if j >= n_weights:
-            intercept[j - n_weights] -= val[e] * intercept_decay
-            continue
-        before = v[j]
-        v[j] -= val[e] / wscale
-        if l1_total > 0.0:
-            w = wscale * v[j]
-            clipped = w
-            if w > 0.0:
-                clipped = max(0.0, w - (l1_total + l1_applied[j]))
-            elif w < 0.0:
-                clipped = min(0.0, w + (l1_total - l1_applied[j]))
-            l1_applied[j] += clipped - w
-            v[j] = clipped / wscale
-        if average_sum >= 0.0:
-            average_offsets[j] += average_sum * (v[j] - before)
+def begin_step(params, state, v, eta, rows_in_step, offsets, base):
+    """Shrink the weights by the L2 factor of ``rows_in_step`` per-row steps, start
+    averaging when due, and add the step's share to the cumulative L1 penalty."""
+    state[WSCALE] *= max(0.0, 1.0 - eta * params[L2]) ** rows_in_step
+    if state[WSCALE] < RENORMALIZE_BELOW:
+        if state[AVERAGE_SUM] >= 0.0:
+            for j in range(v.size):
+                base[j] += state[AVERAGE_SUM] * v[j] - offsets[j]
+                offsets[j] = 0.0
+            state[AVERAGE_SUM] = 0.0
+        for j in range(v.size):
+            v[j] *= state[WSCALE]
+        state[WSCALE] = 1.0
+    if params[AVERAGE_START] > 0 and state[AVERAGE_SUM] < 0 and state[T] >= params[AVERAGE_START]:
+        state[AVERAGE_SUM] = 0.0
+    state[L1_TOTAL] += eta * params[L1] * rows_in_step
 
 
 @njit(cache=True, nogil=True)
-def apply_l1_everywhere(v, wscale, l1_total, l1_applied, average_sum, average_offsets):
-    """Give every weight the cumulative L1 penalty it has not taken yet."""
-    for j in range(v.size):
-        w = wscale * v[j]
+def update_weight(j, step, params, state, v, l1_applied, offsets):
+    """``w[j] -= step``, then the L1 penalty ``w[j]`` still owes; books the change."""
+    before = v[j]
+    v[j] -= step / state[WSCALE]
+    if params[L1] > 0.0:
+        w = state[WSCALE] * v[j]
         clipped = w
         if w > 0.0:
-            clipped = max(0.0, w - (l1_total + l1_applied[j]))
+            clipped = max(0.0, w - (state[L1_TOTAL] + l1_applied[j]))
         elif w < 0.0:
-            clipped = min(0.0, w + (l1_total - l1_applied[j]))
-        if clipped != w:
-            l1_applied[j] += clipped - w
-            before = v[j]
-            v[j] = clipped / wscale
-            if average_sum >= 0.0:
-                average_offsets[j] += average_sum * (v[j] - before)
+            clipped = min(0.0, w + (state[L1_TOTAL] - l1_applied[j]))
+        l1_applied[j] += clipped - w
+        v[j] = clipped / state[WSCALE]
+    if state[AVERAGE_SUM] >= 0.0:
+        offsets[j] += state[AVERAGE_SUM] * (v[j] - before)
+
+
+@njit(cache=True, nogil=True)
+def end_step(state, intercept, average_intercept, rows_in_step):
+    """Book the step into the average and advance the sample time."""
+    if state[AVERAGE_SUM] >= 0.0:
+        state[AVERAGE_SUM] += state[WSCALE]
+        state[AVERAGE_STEPS] += 1
+        for c in range(intercept.size):
+            average_intercept[c] += intercept[c]
+    state[T] += rows_in_step
+
+
+@njit(cache=True, nogil=True)
+def apply_step(idx, val, params, state, v, intercept, l1_applied, offsets):
+    """Subtract the summed step ``(idx, val)`` (weights, then intercepts) from the model."""
+    n_weights = v.size
+    for e in range(idx.size):
+        j = idx[e]
+        if j >= n_weights:
+            intercept[j - n_weights] -= val[e] * params[INTERCEPT_DECAY]
+        else:
+            update_weight(j, val[e], params, state, v, l1_applied, offsets)
+
+
+@njit(cache=True, nogil=True)
+def local_epoch(
+    indptr,
+    indices,
+    data,
+    order,
+    batch,
+    y,
+    row_weight,
+    pos_weight,
+    neg_weight,
+    params,
+    state,
+    v,
+    intercept,
+    l1_applied,
+    offsets,
+    base,
+    average_intercept,
+):
+    """One epoch of mini-batch steps over ``order`` on a single rank; the summed loss.
+
+    The same steps as ``batch_gradient`` + an allreduce over one rank + ``apply_step``,
+    without forming the step as a vector: each row's update goes to the weights directly.
+    """
+    n_features = int(params[N_FEATURES])
+    n_out = int(params[N_OUT])
+    coefs = np.empty((batch, n_out))
+    loss_sum = 0.0
+    for start in range(0, order.size, batch):
+        rows = order[start : start + batch]
+        eta = rate(params, state)
+        for r in range(rows.size):
+            loss_sum += row_coefs(
+                indptr,
+                indices,
+                data,
+                rows[r],
+                y,
+                row_weight,
+                pos_weight,
+                neg_weight,
+                params,
+                state,
+                v,
+                intercept,
+                eta,
+                coefs,
+                r,
+            )
+        begin_step(params, state, v, eta, rows.size, offsets, base)
+        plain = params[L1] == 0.0 and state[AVERAGE_SUM] < 0.0
+        scale = 1.0 / state[WSCALE]
+        for r in range(rows.size):
+            row = rows[r]
+            for c in range(n_out):
+                coef = coefs[r, c]
+                if coef == 0.0:
+                    continue
+                if params[FIT_INTERCEPT] > 0:
+                    intercept[c] -= coef * params[INTERCEPT_DECAY]
+                shift = np.uint64(c * n_features)
+                if plain:  # the common case, without per-weight bookkeeping
+                    step = coef * scale
+                    for k in range(indptr[row], indptr[row + 1]):
+                        v[shift + indices[k]] -= step * data[k]
+                    continue
+                for k in range(indptr[row], indptr[row + 1]):
+                    update_weight(
+                        shift + indices[k], coef * data[k], params, state, v, l1_applied, offsets
+                    )
+        end_step(state, intercept, average_intercept, rows.size)
+    return loss_sum
+
+
+@njit(cache=True, nogil=True)
+def apply_l1_everywhere(params, state, v, l1_applied, offsets):
+    """Give every weight the cumulative L1 penalty it has not taken yet."""
+    for j in range(v.size):
+        update_weight(j, 0.0, params, state, v, l1_applied, offsets)
 
 
 @njit(cache=True, nogil=True)

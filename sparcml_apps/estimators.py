@@ -1,0 +1,694 @@
+"""scikit-learn estimators trained by mini-batch SGD over sparse allreduce.
+
+Where ``fit`` runs follows from what it is given: in this process (``MPI.COMM_SELF``,
+the default); on the ranks of ``comm`` when every rank of an ``mpiexec`` job calls ``fit``
+with its own rows (SPMD); on ``n_jobs`` local MPI processes spawned for the call.
+"""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.extmath import safe_sparse_dot
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets, unique_labels
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+import collectives
+
+from . import training
+
+SPARSE_INTERCEPT_DECAY = 0.01  # as scikit-learn: sparse rows update the intercept less
+
+
+def _as_scipy(X):
+    """pydata ``sparse`` arrays become scipy CSR (1-D ones dense); the rest is left alone."""
+    if type(X).__module__.split(".")[0] == "sparse" and hasattr(X, "todense"):
+        return X.tocsr() if X.ndim == 2 else X.todense()
+    return X
+
+
+def _to_csr(X):
+    return X.tocsr() if sp.issparse(X) else sp.csr_matrix(X)
+
+
+class _SparseSGD(BaseEstimator):
+    """Parameters, validation and the training driver shared by both estimators."""
+
+    _parameter_constraints = {
+        "penalty": [StrOptions({"l2", "l1", "elasticnet"}), None],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "l1_ratio": [Interval(Real, 0, 1, closed="both")],
+        "fit_intercept": ["boolean"],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, None, None, closed="neither"), None],
+        "shuffle": ["boolean"],
+        "verbose": ["verbose"],
+        "epsilon": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+        "learning_rate": [StrOptions({"constant", "optimal", "invscaling", "adaptive"})],
+        "eta0": [Interval(Real, 0, None, closed="left")],
+        "power_t": [Interval(Real, None, None, closed="neither")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "warm_start": ["boolean"],
+        "average": [Interval(Integral, 0, None, closed="left"), "boolean"],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "compression": [StrOptions({"topk"}), None],
+        "topk": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(Real, 0, 1, closed="right"),
+        ],
+        "error_feedback": ["boolean"],
+        "allreduce": [StrOptions({"auto", *collectives.ALGORITHMS})],
+        "comm": [HasMethods(["Get_rank", "Get_size", "Allgather"]), None],
+        "n_jobs": [Interval(Integral, 1, None, closed="left"), None],
+        "callback": [callable, None],
+    }
+
+    def __init__(
+        self,
+        *,
+        loss,
+        penalty="l2",
+        alpha=0.0001,
+        l1_ratio=0.15,
+        fit_intercept=True,
+        max_iter=1000,
+        tol=1e-3,
+        shuffle=True,
+        verbose=0,
+        epsilon=0.1,
+        random_state=None,
+        learning_rate,
+        eta0=0.01,
+        power_t,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=5,
+        warm_start=False,
+        average=False,
+        batch_size=16,
+        compression=None,
+        topk=0.01,
+        error_feedback=True,
+        allreduce="auto",
+        comm=None,
+        n_jobs=None,
+        callback=None,
+    ):
+        self.loss = loss
+        self.penalty = penalty
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.fit_intercept = fit_intercept
+        self.max_iter = max_iter
+        self.tol = tol
+        self.shuffle = shuffle
+        self.verbose = verbose
+        self.epsilon = epsilon
+        self.random_state = random_state
+        self.learning_rate = learning_rate
+        self.eta0 = eta0
+        self.power_t = power_t
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.average = average
+        self.batch_size = batch_size
+        self.compression = compression
+        self.topk = topk
+        self.error_feedback = error_feedback
+        self.allreduce = allreduce
+        self.comm = comm
+        self.n_jobs = n_jobs
+        self.callback = callback
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _check_parameters(self):
+        """The rules that tie parameters together."""
+        name = type(self).__name__
+        if self.learning_rate != "optimal" and self.eta0 <= 0:
+            raise ValueError(
+                f"The 'eta0' parameter of {name} must be > 0 with "
+                f"learning_rate={self.learning_rate!r}. Got {self.eta0!r} instead."
+            )
+        if self.learning_rate == "optimal" and self.alpha == 0:
+            raise ValueError(
+                f"The 'alpha' parameter of {name} must be > 0 with learning_rate='optimal' "
+                "(it sets the learning rate). Got 0 instead."
+            )
+        if self.comm is not None and self.n_jobs not in (None, 1):
+            raise ValueError(
+                f"{name} runs either on the ranks of 'comm' or on 'n_jobs' spawned "
+                f"processes. Got comm={self.comm!r} and n_jobs={self.n_jobs!r}."
+            )
+
+    # -- the data ---------------------------------------------------------------------
+
+    def _validate_fit_data(self, X, y, sample_weight, reset):
+        X, y = _as_scipy(X), _as_scipy(y)
+        sparse_input = sp.issparse(X)
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            reset=reset,
+            accept_sparse=["csr", "csc", "coo"],
+            accept_large_sparse=True,
+            dtype=[np.float64, np.float32],
+            y_numeric=not isinstance(self, ClassifierMixin),
+        )
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=np.float64, ensure_non_negative=True
+        )
+        if isinstance(self, ClassifierMixin):
+            check_classification_targets(y)
+        return _to_csr(X), y, sample_weight, sparse_input
+
+    def _validate_predict_data(self, X):
+        check_is_fitted(self)
+        X = validate_data(
+            self,
+            _as_scipy(X),
+            reset=False,
+            accept_sparse="csr",
+            accept_large_sparse=True,
+            dtype=[np.float64, np.float32],
+        )
+        return X
+
+    # -- fitting ----------------------------------------------------------------------
+
+    def _fit_dispatch(self, X, y, *, method, **kwargs):
+        """Fit here, on the ranks of ``comm``, or on ``n_jobs`` spawned processes."""
+        self._check_parameters()
+        if self.n_jobs is not None and self.n_jobs > 1:
+            from . import spawn
+
+            return spawn.fit(self, method, X, y, **kwargs)
+        from mpi4py import MPI
+
+        comm = self.comm if self.comm is not None else MPI.COMM_SELF
+        return self._fit_on(comm, X, y, partial=method == "partial_fit", **kwargs)
+
+    def _fit_on(
+        self,
+        comm,
+        X,
+        y,
+        *,
+        partial,
+        classes=None,
+        coef_init=None,
+        intercept_init=None,
+        sample_weight=None,
+    ):
+        """Fit on every rank of ``comm``, each rank with its own rows."""
+        first_call = not (partial or self.warm_start) or not hasattr(self, "coef_")
+        error = None
+        try:
+            X, y, sample_weight, sparse_input = self._validate_fit_data(
+                X, y, sample_weight, reset=first_call
+            )
+        except Exception as exc:  # noqa: BLE001 - every rank raises it, below
+            error = exc
+        collectives.check(error, comm)
+        setup, y_encoded, row_weight = self._agree_on_data(
+            comm, X, y, sample_weight, sparse_input, partial, first_call, classes
+        )
+        weights = self._initial_weights(setup, first_call, partial, coef_init, intercept_init)
+        validation = None
+        if self.early_stopping and not partial:
+            X, y_encoded, row_weight, validation = self._hold_out(
+                comm, X, y_encoded, row_weight, setup.seed
+            )
+        if self.callback is not None:
+            setup.callback = self._report_to_callback
+        try:
+            history = training.train(
+                X,
+                y_encoded,
+                row_weight,
+                setup,
+                weights,
+                comm,
+                max_epochs=1 if partial else self.max_iter,
+                check_convergence=not partial,
+                validation=validation,
+            )
+        except collectives.RankError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - delivered to every rank
+            collectives.check(exc, comm)
+        self._store(weights, history, partial)
+        if not partial and self.tol is not None and len(history) == self.max_iter:
+            warnings.warn(
+                "Maximum number of iteration reached before convergence. Consider "
+                "increasing max_iter to improve the fit.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return self
+
+    def _agree_on_data(self, comm, X, y, sample_weight, sparse_input, partial, first_call, classes):
+        """Check that the ranks' data fit together; the setup and encoded targets."""
+        local = (X.shape[1], np.unique(y) if isinstance(self, ClassifierMixin) else None)
+        gathered = comm.allgather(local)
+        widths = sorted({width for width, _ in gathered})
+        if len(widths) > 1:
+            raise ValueError(
+                f"The ranks passed X with different numbers of features: {widths}. Every "
+                "rank must pass rows of the same width."
+            )
+        seed = comm.bcast(
+            check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+            if comm.Get_rank() == 0
+            else None,
+            root=0,
+        )
+        y_encoded, n_out, multiclass, pos, neg = self._encode_targets(
+            comm, y, [labels for _, labels in gathered], partial, first_call, classes
+        )
+        penalty = self.penalty is not None
+        l1_ratio = {"l2": 0.0, "l1": 1.0, "elasticnet": self.l1_ratio, None: 0.0}[self.penalty]
+        setup = training.Setup(
+            loss=self.loss,
+            alpha=self.alpha,
+            l2=self.alpha * (1 - l1_ratio) if penalty else 0.0,
+            l1=self.alpha * l1_ratio if penalty else 0.0,
+            fit_intercept=self.fit_intercept,
+            learning_rate=self.learning_rate,
+            eta0=self.eta0,
+            power_t=self.power_t,
+            batch_size=self.batch_size,
+            n_features=widths[0],
+            n_out=n_out,
+            multiclass=multiclass,
+            pos_weight=pos,
+            neg_weight=neg,
+            value_dtype=X.dtype,
+            loss_param=self.epsilon,
+            shuffle=self.shuffle,
+            seed=seed,
+            tol=self.tol,
+            n_iter_no_change=self.n_iter_no_change,
+            average=int(self.average),
+            compression=self.compression,
+            topk=self.topk,
+            error_feedback=self.error_feedback,
+            algorithm=self.allreduce,
+            intercept_decay=SPARSE_INTERCEPT_DECAY if sparse_input else 1.0,
+            verbose=self.verbose,
+            classifier=isinstance(self, ClassifierMixin),
+        )
+        return setup, y_encoded, sample_weight
+
+    def _initial_weights(self, setup, first_call, partial, coef_init, intercept_init):
+        weights = getattr(self, "_weights", None)
+        if partial and not first_call and weights is not None:
+            return weights
+        weights = training.Weights.zeros(setup)
+        if coef_init is None and not first_call:
+            coef_init, intercept_init = self.coef_, self.intercept_
+        if coef_init is not None:
+            coef = np.asarray(coef_init.toarray() if sp.issparse(coef_init) else coef_init)
+            shape = (setup.n_out, setup.n_features)
+            if coef.size != np.prod(shape):
+                raise ValueError(f"coef_init must have shape {shape}, got {coef.shape}")
+            weights.v[:] = coef.ravel()
+        if intercept_init is not None:
+            intercept = np.ravel(np.asarray(intercept_init, np.float64))
+            if intercept.size != setup.n_out:
+                raise ValueError(
+                    f"intercept_init must have shape ({setup.n_out},), got {intercept.shape}"
+                )
+            weights.intercept[:] = intercept
+        return weights
+
+    def _hold_out(self, comm, X, y, row_weight, seed):
+        """Set ``validation_fraction`` of this rank's rows aside for early stopping."""
+        order = np.random.default_rng([seed, comm.Get_rank(), 1]).permutation(X.shape[0])
+        n_held = int(round(self.validation_fraction * X.shape[0]))
+        total = comm.allreduce(n_held)
+        if total == 0 or comm.allreduce(X.shape[0] - n_held) == 0:
+            raise ValueError(
+                f"The 'validation_fraction' parameter of {type(self).__name__} must leave "
+                f"both a validation and a training set; got {self.validation_fraction} of "
+                f"{comm.allreduce(X.shape[0])} rows."
+            )
+        held, kept = np.sort(order[:n_held]), np.sort(order[n_held:])
+        validation = (X[held], y[held], row_weight[held])
+        return X[kept], y[kept], row_weight[kept], validation
+
+    def _report_to_callback(self, record, weights):
+        self.coef_, self.intercept_ = weights.coef(), weights.intercept.copy()
+        self.callback(self, record.as_dict())
+
+    def _store(self, weights, history, partial):
+        self._weights = weights
+        if self.average:
+            self.coef_, self.intercept_ = weights.averaged()
+        else:
+            self.coef_, self.intercept_ = weights.coef(), weights.intercept.copy()
+        self.n_iter_ = len(history)
+        self.t_ = weights.t
+        self.comm_stats_ = [record.as_dict() for record in history]
+
+    # -- using the model --------------------------------------------------------------
+
+    def densify(self):
+        """Convert a sparse ``coef_`` (after :meth:`sparsify`) back to a dense array."""
+        check_is_fitted(self)
+        if sp.issparse(self.coef_):
+            self.coef_ = self.coef_.toarray()
+        return self
+
+    def sparsify(self):
+        """Convert ``coef_`` to a scipy CSR matrix (smaller when most weights are zero)."""
+        check_is_fitted(self)
+        self.coef_ = sp.csr_matrix(self.coef_)
+        return self
+
+    def _raw_scores(self, X):
+        X = self._validate_predict_data(X)
+        return np.asarray(safe_sparse_dot(X, self.coef_.T, dense_output=True)) + self.intercept_
+
+
+class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
+    """Linear classifiers (SVM, logistic regression, ...) by SGD over sparse allreduce.
+
+    The parameters shared with :class:`sklearn.linear_model.SGDClassifier` mean what they
+    mean there; a step uses ``batch_size`` rows of every rank. Own parameters:
+
+    batch_size : int, default=16
+        Rows per rank per step. A step applies the summed gradient of all ranks' rows.
+    compression : {None, "topk"}, default=None
+        ``"topk"`` sends only the largest entries of each rank's step.
+    topk : float in (0, 1] or int >= 1, default=0.01
+        How many entries TopK keeps: a fraction of the model's coordinates, or a count.
+    error_feedback : bool, default=True
+        Keep what TopK did not send and add it to the next step (else it is dropped).
+    allreduce : str, default="auto"
+        The algorithm of :func:`collectives.allreduce`.
+    comm : mpi4py communicator, default=None
+        Train on its ranks: every rank calls ``fit`` with its own rows (under ``mpiexec``).
+    n_jobs : int, default=None
+        Train on this many local MPI processes started for the call.
+    callback : callable, default=None
+        Called on every rank after every epoch as ``callback(estimator, record)`` with the
+        current ``coef_``/``intercept_`` set and the epoch's record (loss, seconds, traffic).
+
+    Attributes are those of ``SGDClassifier`` plus ``comm_stats_``: per epoch, the loss,
+    seconds, steps, and this rank's allreduce traffic (bytes, messages, seconds) next to
+    what a dense allreduce would have sent.
+    """
+
+    _parameter_constraints = {
+        **_SparseSGD._parameter_constraints,
+        "loss": [StrOptions({"hinge", "log_loss", "squared_hinge", "modified_huber"})],
+        "class_weight": [StrOptions({"balanced"}), dict, None],
+    }
+
+    def __init__(
+        self,
+        loss="hinge",
+        *,
+        penalty="l2",
+        alpha=0.0001,
+        l1_ratio=0.15,
+        fit_intercept=True,
+        max_iter=1000,
+        tol=1e-3,
+        shuffle=True,
+        verbose=0,
+        epsilon=0.1,
+        random_state=None,
+        learning_rate="optimal",
+        eta0=0.01,
+        power_t=0.5,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=5,
+        class_weight=None,
+        warm_start=False,
+        average=False,
+        batch_size=16,
+        compression=None,
+        topk=0.01,
+        error_feedback=True,
+        allreduce="auto",
+        comm=None,
+        n_jobs=None,
+        callback=None,
+    ):
+        super().__init__(
+            loss=loss,
+            penalty=penalty,
+            alpha=alpha,
+            l1_ratio=l1_ratio,
+            fit_intercept=fit_intercept,
+            max_iter=max_iter,
+            tol=tol,
+            shuffle=shuffle,
+            verbose=verbose,
+            epsilon=epsilon,
+            random_state=random_state,
+            learning_rate=learning_rate,
+            eta0=eta0,
+            power_t=power_t,
+            early_stopping=early_stopping,
+            validation_fraction=validation_fraction,
+            n_iter_no_change=n_iter_no_change,
+            warm_start=warm_start,
+            average=average,
+            batch_size=batch_size,
+            compression=compression,
+            topk=topk,
+            error_feedback=error_feedback,
+            allreduce=allreduce,
+            comm=comm,
+            n_jobs=n_jobs,
+            callback=callback,
+        )
+        self.class_weight = class_weight
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
+        """Fit the model for up to ``max_iter`` epochs (all ranks of ``comm`` together)."""
+        return self._fit_dispatch(
+            X,
+            y,
+            method="fit",
+            coef_init=coef_init,
+            intercept_init=intercept_init,
+            sample_weight=sample_weight,
+        )
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One epoch over ``(X, y)``; ``classes`` is required on the first call."""
+        return self._fit_dispatch(
+            X, y, method="partial_fit", classes=classes, sample_weight=sample_weight
+        )
+
+    def _encode_targets(self, comm, y, labels_per_rank, partial, first_call, classes):
+        """Targets as the kernels want them (+-1, or the class index), class weights."""
+        if partial and first_call:
+            if classes is None:
+                raise ValueError("classes must be passed on the first call to partial_fit.")
+            self.classes_ = unique_labels(classes)
+        elif first_call:
+            self.classes_ = unique_labels(*labels_per_rank)
+        present = unique_labels(*labels_per_rank)
+        unknown = np.setdiff1d(present, self.classes_)
+        if unknown.size:
+            raise ValueError(
+                f"`classes={self.classes_.tolist()}` were given, but y contains other "
+                f"labels: {unknown.tolist()}."
+            )
+        n_classes = self.classes_.size
+        if n_classes < 2:
+            raise ValueError(
+                "The number of classes has to be greater than one; got "
+                f"{n_classes} class: {self.classes_.tolist()}."
+            )
+        index = np.searchsorted(self.classes_, y)
+        class_weight = self._class_weights(comm, index, n_classes)
+        if n_classes == 2:
+            targets = np.where(index == 1, 1.0, -1.0)
+            return targets, 1, False, class_weight[1:], class_weight[:1]
+        return index.astype(np.float64), n_classes, True, class_weight, np.ones(n_classes)
+
+    def _class_weights(self, comm, index, n_classes):
+        if self.class_weight is None:
+            return np.ones(n_classes)
+        if self.class_weight == "balanced":
+            counts = np.bincount(index, minlength=n_classes).astype(np.float64)
+            counts = collectives.allreduce(counts, comm, algorithm="dense")
+            return counts.sum() / (n_classes * np.maximum(counts, 1))
+        weights = np.ones(n_classes)
+        for label, weight in self.class_weight.items():
+            where = np.flatnonzero(self.classes_ == label)
+            if where.size == 0:
+                raise ValueError(
+                    f"The 'class_weight' parameter names the class {label!r}, which is not "
+                    f"among the classes {self.classes_.tolist()}."
+                )
+            weights[where[0]] = weight
+        return weights
+
+    def decision_function(self, X):
+        """Confidence scores: shape (n_samples,) for two classes, else one column a class."""
+        scores = self._raw_scores(X)
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """The class of each row."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[scores.argmax(axis=1)]
+
+    def _has_proba(self):
+        if self.loss not in ("log_loss", "modified_huber"):
+            raise AttributeError(
+                f"probability estimates are not available for loss={self.loss!r}; "
+                "use loss='log_loss' or 'modified_huber'"
+            )
+        return True
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Probability of each class (log_loss: logistic; modified_huber: clipped)."""
+        scores = self.decision_function(X)
+        binary = scores.ndim == 1
+        if self.loss == "log_loss":
+            prob = expit(scores)
+            if binary:
+                return np.column_stack([1 - prob, prob])
+            return prob / prob.sum(axis=1, keepdims=True)
+        prob = (np.clip(scores, -1, 1) + 1) / 2
+        if binary:
+            return np.column_stack([1 - prob, prob])
+        total = prob.sum(axis=1, keepdims=True)
+        none = total[:, 0] == 0
+        prob[none] = 1.0 / self.classes_.size
+        total[none] = 1.0
+        return prob / total
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+
+class SparseSGDRegressor(RegressorMixin, _SparseSGD):
+    """Linear regression (squared error, Huber, epsilon-insensitive) by SGD over sparse
+    allreduce. Parameters and attributes as :class:`SparseSGDClassifier`, less the class
+    ones; the shared ones mean what they mean in :class:`sklearn.linear_model.SGDRegressor`.
+    """
+
+    _parameter_constraints = {
+        **_SparseSGD._parameter_constraints,
+        "loss": [StrOptions({"squared_error", "huber", "epsilon_insensitive"})],
+    }
+
+    def __init__(
+        self,
+        loss="squared_error",
+        *,
+        penalty="l2",
+        alpha=0.0001,
+        l1_ratio=0.15,
+        fit_intercept=True,
+        max_iter=1000,
+        tol=1e-3,
+        shuffle=True,
+        verbose=0,
+        epsilon=0.1,
+        random_state=None,
+        learning_rate="invscaling",
+        eta0=0.01,
+        power_t=0.25,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=5,
+        warm_start=False,
+        average=False,
+        batch_size=16,
+        compression=None,
+        topk=0.01,
+        error_feedback=True,
+        allreduce="auto",
+        comm=None,
+        n_jobs=None,
+        callback=None,
+    ):
+        super().__init__(
+            loss=loss,
+            penalty=penalty,
+            alpha=alpha,
+            l1_ratio=l1_ratio,
+            fit_intercept=fit_intercept,
+            max_iter=max_iter,
+            tol=tol,
+            shuffle=shuffle,
+            verbose=verbose,
+            epsilon=epsilon,
+            random_state=random_state,
+            learning_rate=learning_rate,
+            eta0=eta0,
+            power_t=power_t,
+            early_stopping=early_stopping,
+            validation_fraction=validation_fraction,
+            n_iter_no_change=n_iter_no_change,
+            warm_start=warm_start,
+            average=average,
+            batch_size=batch_size,
+            compression=compression,
+            topk=topk,
+            error_feedback=error_feedback,
+            allreduce=allreduce,
+            comm=comm,
+            n_jobs=n_jobs,
+            callback=callback,
+        )
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
+        """Fit the model for up to ``max_iter`` epochs (all ranks of ``comm`` together)."""
+        return self._fit_dispatch(
+            X,
+            y,
+            method="fit",
+            coef_init=coef_init,
+            intercept_init=intercept_init,
+            sample_weight=sample_weight,
+        )
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, sample_weight=None):
+        """One epoch over ``(X, y)``."""
+        return self._fit_dispatch(X, y, method="partial_fit", sample_weight=sample_weight)
+
+    def _encode_targets(self, comm, y, labels_per_rank, partial, first_call, classes):
+        one = np.ones(1)
+        return np.asarray(y, np.float64), 1, False, one, one
+
+    def predict(self, X):
+        """The predicted value of each row."""
+        return self._raw_scores(X).ravel()
