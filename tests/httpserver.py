@@ -15,9 +15,10 @@ class FileServer:
 
     ``script[name]`` lists what the next requests for file ``name`` get, one item each:
     an int (that HTTP status, no body), ``("cut", n)`` (the headers of the whole answer but
-    only ``n`` bytes of body, then the connection closes) or ``("stall", seconds)`` (no
-    answer for that long). Requests beyond the list are served normally. ``requests``
-    logs ``(name, Range header)`` of each request.
+    only ``n`` bytes of body, then the connection closes), ``("stall", seconds)`` (no
+    answer for that long) or ``("slow", seconds)`` (the answer in ten parts spread over
+    that long). Requests beyond the list are served normally. ``requests`` logs
+    ``(name, Range header)`` of each request.
     """
 
     def __init__(self, root):
@@ -28,7 +29,9 @@ class FileServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Handler, self))
         self._httpd.daemon_threads = False  # server_close() joins the request threads
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     def __enter__(self):
         self._thread.start()
@@ -88,4 +91,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if isinstance(action, tuple) and action[0] == "cut":
             body = body[: action[1]]
+        if isinstance(action, tuple) and action[0] == "slow":
+            step = len(body) // 10 + 1
+            for start in range(0, len(body), step):
+                self.wfile.write(body[start : start + step])
+                self.wfile.flush()
+                time.sleep(action[1] / 10)
+            return
         self.wfile.write(body)

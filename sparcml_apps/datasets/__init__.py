@@ -1,7 +1,7 @@
 """LIBSVM benchmark datasets: catalogue, download, verification, fast parsing, a
 memory-mappable CSR cache, byte-range shards for MPI ranks, and a synthetic ``url``."""
 
-from ._api import convert, dataset_path, download, load, verify
+from ._api import convert, dataset_path, dataset_url, download, load, verify
 from ._catalog import Catalog, Dataset, read_catalog
 from ._errors import ChecksumError, DownloadError, ParseError
 from ._home import data_home
@@ -18,6 +18,7 @@ __all__ = [
     "convert",
     "data_home",
     "dataset_path",
+    "dataset_url",
     "download",
     "load",
     "load_svmlight",

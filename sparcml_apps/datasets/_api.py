@@ -102,6 +102,12 @@ def load(name, *, data_home=None, download=True, mirror=None, progress=True, cat
     return X, y
 
 
+def dataset_url(name, *, mirror=None, catalog=None):
+    """The URL the file of dataset ``name`` is downloaded from (see ``download``)."""
+    cat, dataset, _ = _resolve(name, catalog, None)
+    return source_url(cat, dataset, mirror)
+
+
 def dataset_path(name, *, data_home=None, cache=False, catalog=None):
     """Where the downloaded file of dataset ``name`` (with ``cache``: its CSR cache
     directory) is kept, whether or not it is there yet."""
