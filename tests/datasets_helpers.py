@@ -8,6 +8,7 @@ import os
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 MEMBER = "a9a.svm"  # the file inside the test tar.xz, under a folder
@@ -59,3 +60,12 @@ def write_catalog(path, records, base_url="http://127.0.0.1:9/nowhere/"):
         lines += [f"{key} = {json.dumps(value)}" for key, value in record.items()]
     Path(path).write_text("\n".join(lines) + "\n")
     return path
+
+
+def is_mapped(array):
+    """Whether ``array`` is a view of a memory-mapped file."""
+    while array is not None:
+        if isinstance(array, np.memmap):
+            return True
+        array = getattr(array, "base", None)
+    return False

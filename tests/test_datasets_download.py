@@ -13,7 +13,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from datasets_helpers import MEMBER, libsvm_dir, sha256, write_catalog, write_variants
+from datasets_helpers import (
+    MEMBER,
+    is_mapped,
+    libsvm_dir,
+    sha256,
+    write_catalog,
+    write_variants,
+)
 from httpserver import FileServer
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
@@ -105,14 +112,6 @@ def site(files, tmp_path, monkeypatch):
 
 def options(site):
     return {"data_home": site.home, "mirror": site.server.url, "catalog": site.catalog}
-
-
-def is_mapped(array):
-    while array is not None:
-        if isinstance(array, np.memmap):
-            return True
-        array = getattr(array, "base", None)
-    return False
 
 
 @pytest.mark.parametrize("name", ["a9a", "a9a-bz2", "a9a-xz", "a9a-tar"])

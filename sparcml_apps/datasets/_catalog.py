@@ -88,8 +88,10 @@ def _check_record(record, where):
     where = f"{where} ({record.get('name', '?')})"
     missing = [key for key in _REQUIRED if key not in record]
     unknown = sorted(set(record) - set(_REQUIRED) - set(_OPTIONAL))
-    if missing or unknown:
-        raise ValueError(f"{where}: missing fields {missing}, unknown fields {unknown}")
+    if missing:
+        raise ValueError(f"{where}: missing fields {missing}")
+    if unknown:
+        raise ValueError(f"{where}: unknown fields {unknown}; known: {_REQUIRED + _OPTIONAL}")
     for key in ("name", "task", "split", "file", "compression", "notes", "member"):
         if key in record and not (isinstance(record[key], str) and record[key]):
             raise ValueError(f"{where}: {key!r} must be a non-empty string; got {record[key]!r}")
