@@ -5,7 +5,7 @@ from ._api import convert, dataset_path, dataset_url, download, load, verify
 from ._catalog import Catalog, Dataset, read_catalog
 from ._errors import ChecksumError, DownloadError, ParseError
 from ._home import data_home
-from ._load import load_svmlight
+from ._load import convert_svmlight, load_cache, load_svmlight
 from ._shards import shard
 from ._synthetic import make_url_like
 
@@ -16,11 +16,13 @@ __all__ = [
     "DownloadError",
     "ParseError",
     "convert",
+    "convert_svmlight",
     "data_home",
     "dataset_path",
     "dataset_url",
     "download",
     "load",
+    "load_cache",
     "load_svmlight",
     "make_url_like",
     "read_catalog",

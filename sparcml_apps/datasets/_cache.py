@@ -14,6 +14,8 @@ import scipy.sparse as sp
 FORMAT = "sparcml-csr/1"
 MANIFEST = "manifest.json"
 INT32_MAX = 2**31 - 1
+MAX_CLASSES = 1000
+"""The manifest lists the distinct labels up to this many (else null: not classes)."""
 _COPY_BLOCK = 1 << 24
 
 
@@ -60,19 +62,20 @@ class _NpyWriter:
                 os.fsync(self.file.fileno())
 
 
-def write_cache(pieces, dest, *, n_features, info=None):
+def write_cache(pieces, dest, *, n_features=None, info=None):
     """Write the rows of ``pieces`` (see ``iter_pieces``) as the CSR cache directory ``dest``.
 
-    Indices and indptr are int32 when the column count and the nonzeros allow, else int64
-    (equal dtypes let scipy keep the memory maps as they are). ``info`` goes into the
-    manifest, which is returned. An existing cache is replaced only once the new one is
-    complete; a failure or an interrupt leaves no trace.
+    ``n_features`` None takes the largest column found. Indices and indptr are int32 when
+    the column count and the nonzeros allow, else int64 (equal dtypes let scipy keep the
+    memory maps as they are). ``info`` goes into the manifest, which is returned. An
+    existing cache is replaced only once the new one is complete; a failure or an
+    interrupt leaves no trace.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        narrow = n_features <= INT32_MAX
+        narrow = n_features is None or n_features <= INT32_MAX
         with ExitStack() as stack:
             indptr, indices, data, labels = (
                 stack.enter_context(_NpyWriter(tmp / f"{name}.npy", dtype))
@@ -84,24 +87,33 @@ def write_cache(pieces, dest, *, n_features, info=None):
                 )
             )
             nnz = 0
+            max_column = -1
             classes = set()
             indptr.append(np.zeros(1, np.int64))
             for piece in pieces:
+                if narrow and piece.max_column >= INT32_MAX:
+                    raise ValueError(
+                        f"n_features must be given for columns past {INT32_MAX}; "
+                        f"found column {piece.max_column}"
+                    )
+                max_column = max(max_column, piece.max_column)
                 indptr.append(nnz + np.cumsum(piece.row_nnz))
                 nnz += int(piece.indices.size)
                 indices.append(piece.indices)
                 data.append(piece.values)
                 labels.append(piece.labels)
-                classes.update(np.unique(piece.labels).tolist())
+                if classes is not None:
+                    classes.update(np.unique(piece.labels).tolist())
+                    classes = classes if len(classes) <= MAX_CLASSES else None
         if narrow and nnz > INT32_MAX:
             _retype(tmp / "indices.npy", np.int64)
         elif narrow:
             _retype(tmp / "indptr.npy", np.int32)
         manifest = {
             "format": FORMAT,
-            "shape": [labels.length, int(n_features)],
+            "shape": [labels.length, max_column + 1 if n_features is None else int(n_features)],
             "nnz": nnz,
-            "classes": sorted(classes),
+            "classes": None if classes is None else sorted(classes),
             **(info or {}),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")

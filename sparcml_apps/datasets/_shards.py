@@ -28,8 +28,9 @@ def shard(name_or_path, rank, size, n_features=None, *, data_home=None, catalog=
       required, since no rank sees the whole file. Parse errors name the file, the byte
       range and the line within it.
     - A compressed file cannot be split by bytes (a rank would have to decompress all
-      the data before its share): it raises ValueError. Convert it (catalogue datasets:
-      ``convert`` or ``sparcml-datasets convert``) or decompress it first.
+      the data before its share): it raises ValueError. Convert it once to a CSR cache
+      (``convert_svmlight``; catalogue datasets: ``convert`` or ``sparcml-datasets
+      convert``) and shard that, or decompress it.
     """
     if not (isinstance(size, int | np.integer) and size >= 1):
         raise ValueError(f"size must be a positive integer; got {size!r}")
@@ -46,8 +47,9 @@ def shard(name_or_path, rank, size, n_features=None, *, data_home=None, catalog=
     compression = sniff(path)
     if compression != "none":
         raise ValueError(
-            f"{path}: {compression}-compressed data cannot be split by bytes; decompress it, "
-            "or convert it to the CSR cache (sparcml-datasets convert NAME) and shard that"
+            f"{path}: {compression}-compressed data cannot be split by bytes; convert it "
+            "once to a CSR cache (convert_svmlight, or convert for catalogue datasets) and "
+            "shard that, or decompress it"
         )
     if n_features is None:
         raise ValueError(
