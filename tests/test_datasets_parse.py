@@ -10,8 +10,8 @@ from datasets_helpers import MEMBER, libsvm_dir, write_variants
 from sklearn.datasets import load_svmlight_file
 
 from sparcml_apps.datasets import ParseError, load_svmlight
-from sparcml_apps.datasets._load import assemble
-from sparcml_apps.datasets._svmlight import iter_pieces
+from sparcml_apps.datasets._load import to_csr
+from sparcml_apps.datasets._svmlight import iter_pieces, read_all
 
 
 def assert_same(X, y, X_ref, y_ref):
@@ -26,8 +26,15 @@ def assert_same(X, y, X_ref, y_ref):
 
 
 def parse(text, chunk_bytes=1 << 24, **kwargs):
-    pieces = iter_pieces(io.BytesIO(text), "text.svm", chunk_bytes=chunk_bytes, **kwargs)
-    return assemble(pieces, kwargs.get("n_features"))
+    """Rows of ``text`` read whole, checked against the same rows read piece by piece."""
+    rows = read_all(io.BytesIO(text), "text.svm", chunk_bytes=chunk_bytes, **kwargs)
+    pieces = [
+        [array.copy() for array in piece[:4]]
+        for piece in iter_pieces(io.BytesIO(text), "text.svm", chunk_bytes=chunk_bytes, **kwargs)
+    ]
+    for k, whole in enumerate(rows[:4]):
+        np.testing.assert_array_equal(whole, np.concatenate([p[k] for p in pieces] or [whole]))
+    return to_csr(rows, kwargs.get("n_features"))
 
 
 @pytest.mark.parametrize("name", ["a9a", "a9a.t"])

@@ -154,3 +154,18 @@ def test_failed_conversion_keeps_the_old_cache_and_leaves_nothing(text_file, tmp
         write_cache(iter_pieces(broken, "broken", n_features=5000), tmp_path / "c", n_features=5000)
     assert {p.name: p.read_bytes() for p in (tmp_path / "c").iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["c"]
+
+
+def test_compressed_files_convert_to_a_cache_that_shards(tmp_path, monkeypatch):
+    packed = write_variants(libsvm_dir() / "a9a.t", tmp_path, "a9a.t")["bz2"]
+    X_ref, y_ref = load_svmlight_file(str(libsvm_dir() / "a9a.t"), zero_based=False)
+    monkeypatch.setattr(cache_module, "MAX_CLASSES", 1)  # two labels are too many to list
+    manifest = datasets.convert_svmlight(packed, tmp_path / "cache")
+    assert manifest["shape"] == [16281, 122] and manifest["classes"] is None
+    assert manifest["source"] == str(packed)
+    X, y = datasets.load_cache(tmp_path / "cache")
+    assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref) and is_mapped(X.indices)
+    X, y = stack([shard(tmp_path / "cache", rank, 3) for rank in range(3)])
+    assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref)
+    with pytest.raises(ValueError, match="n_features must match the cache"):
+        shard(tmp_path / "cache", 0, 3, n_features=123)

@@ -1,11 +1,13 @@
 """LIBSVM files by path: loaded whole into memory, or converted to a CSR cache."""
 
+import os
+
 import numpy as np
 import scipy.sparse as sp
 
 from ._cache import INT32_MAX, read_cache, write_cache
 from ._compression import open_data
-from ._svmlight import iter_pieces
+from ._svmlight import iter_pieces, read_all
 
 
 def load_svmlight(path, n_features=None, *, member=None):
@@ -17,8 +19,11 @@ def load_svmlight(path, n_features=None, *, member=None):
     first). Returns a CSR matrix with sorted indices and float64 labels.
     """
     described = f"{path}:{member}" if member else str(path)
-    with open_data(path, member=member) as (stream, _):
-        return assemble(iter_pieces(stream, described, n_features=n_features), n_features)
+    with open_data(path, member=member) as (stream, raw):
+        hint = os.fstat(raw.fileno()).st_size if stream is raw else None
+        return to_csr(
+            read_all(stream, described, n_features=n_features, size_hint=hint), n_features
+        )
 
 
 def convert_svmlight(path, cache_dir, n_features=None, *, member=None):
@@ -40,29 +45,13 @@ def load_cache(cache_dir):
     return X, y
 
 
-def assemble(pieces, n_features=None):
-    """One CSR matrix and label vector from ``iter_pieces`` output."""
-    row_nnz, labels, indices, values = [], [], [], []
-    max_column = -1
-    for piece in pieces:
-        row_nnz.append(piece.row_nnz.copy())
-        labels.append(piece.labels.copy())
-        narrow = piece.max_column < INT32_MAX
-        indices.append(piece.indices.astype(np.int32 if narrow else np.int64))
-        values.append(piece.values.copy())
-        max_column = max(max_column, piece.max_column)
+def to_csr(rows, n_features=None):
+    """``(X, y)`` from ``read_all`` output; indptr takes the dtype of the indices."""
+    row_nnz, labels, indices, values, max_column = rows
     n_features = max_column + 1 if n_features is None else n_features
-    nnz = sum(map(len, indices))
-    index_dtype = np.int32 if max(nnz, n_features) <= INT32_MAX else np.int64
-    indptr = np.zeros(sum(map(len, row_nnz)) + 1, index_dtype)
-    np.cumsum(np.concatenate([np.zeros(0, np.int64), *row_nnz]), out=indptr[1:])
-    X = sp.csr_matrix(
-        (
-            np.concatenate([np.zeros(0), *values]),
-            np.concatenate([np.zeros(0, index_dtype), *indices]).astype(index_dtype, copy=False),
-            indptr,
-        ),
-        shape=(len(indptr) - 1, n_features),
-        copy=False,
-    )
-    return X, np.concatenate([np.zeros(0), *labels])
+    if indices.dtype == np.int32 and indices.size > INT32_MAX:
+        indices = indices.astype(np.int64)
+    indptr = np.zeros(row_nnz.size + 1, indices.dtype)
+    np.cumsum(row_nnz, out=indptr[1:])
+    X = sp.csr_matrix((values, indices, indptr), shape=(row_nnz.size, n_features), copy=False)
+    return X, labels

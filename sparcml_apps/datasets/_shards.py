@@ -10,8 +10,8 @@ from ._api import convert
 from ._cache import is_cache, read_cache, read_manifest
 from ._catalog import read_catalog
 from ._compression import sniff
-from ._load import assemble
-from ._svmlight import iter_pieces
+from ._load import to_csr
+from ._svmlight import read_all
 
 
 def shard(name_or_path, rank, size, n_features=None, *, data_home=None, catalog=None):
@@ -83,7 +83,8 @@ def _text_shard(path, rank, size, n_features):
         f.seek(start)
         window = _Window(f, stop - start)
         source = f"{path} (bytes {start}-{stop})"
-        return assemble(iter_pieces(window, source, n_features=n_features), n_features)
+        rows = read_all(window, source, n_features=n_features, size_hint=stop - start)
+        return to_csr(rows, n_features)
 
 
 def _line_start(f, position):

@@ -27,7 +27,7 @@ _MESSAGES = {
     _BAD_PAIR: "expected index:value, got {token!r}",
     _BAD_VALUE: "expected a number after the index, got {token!r}",
     _ZERO: "feature index 0 in {token!r}: LIBSVM indices start at 1",
-    _RANGE: "feature index {detail} exceeds n_features={n_features}",
+    _RANGE: "feature index {detail} exceeds {limit}",
     _TWICE: "feature index {detail} appears twice",
     _CLASS: "label {token!r} is not one of the classes {classes}",
     _QID: "expected qid:<integer>, got {token!r}",
@@ -35,6 +35,7 @@ _MESSAGES = {
 
 _POW10 = np.array([10.0**k for k in range(23)])  # exactly representable
 _INDEX_CAP = 1 << 62  # indices beyond this saturate (and are then out of range)
+INT32_MAX = 2**31 - 1
 
 
 class Piece(NamedTuple):
@@ -223,7 +224,7 @@ def _parse_block(buf, n, line, max_index, classes, row_nnz, labels, indices, val
                 return line_start, rows, nnz, n_slow, _BAD_PAIR, line, token, 0, max_column
             if index == 0:
                 return line_start, rows, nnz, n_slow, _ZERO, line, token, 0, max_column
-            if max_index > 0 and index > max_index:
+            if index > max_index:
                 return line_start, rows, nnz, n_slow, _RANGE, line, token, index, max_column
             value, j, code = _number(buf, i + 1, n)
             if code == 2:
@@ -272,31 +273,62 @@ def _last_line_end(buf, n):
 
 
 class _Buffers:
-    """Output buffers of the kernel, grown when a line does not fit."""
+    """Output buffers of the kernel.
 
-    def __init__(self, rows=_ROWS, nnz=_NNZ, slow=_SLOW):
-        self.row_nnz = np.empty(rows, np.int64)
-        self.labels = np.empty(rows, np.float64)
-        self.indices = np.empty(nnz, np.int64)
+    Reused for every piece, or with ``keep``, accumulating all rows: the kernel then writes
+    each piece after the last, and the buffers grow (by copying) when full.
+    """
+
+    def __init__(self, index_dtype, keep=False, nnz=_NNZ):
+        self.keep = keep
+        self.rows = self.nnz = 0  # kept so far
+        self.row_nnz = np.empty(_ROWS, np.int64)
+        self.labels = np.empty(_ROWS, np.float64)
+        self.indices = np.empty(nnz, index_dtype)
         self.values = np.empty(nnz, np.float64)
-        self.slow = np.empty((slow, 5), np.int64)
+        self.slow = np.empty((_SLOW, 5), np.int64)
+
+    def tails(self):
+        """Where the kernel writes next: (row_nnz, labels, indices, values)."""
+        rows, nnz = self.rows, self.nnz
+        return self.row_nnz[rows:], self.labels[rows:], self.indices[nnz:], self.values[nnz:]
+
+    def advance(self, rows, nnz):
+        if self.keep:
+            self.rows += rows
+            self.nnz += nnz
 
     def grow(self):
-        self.__init__(2 * self.labels.size, 2 * self.indices.size, 2 * self.slow.shape[0])
+        """Double every buffer, keeping what was kept."""
+        for name in ("row_nnz", "labels", "indices", "values", "slow"):
+            old = getattr(self, name)
+            new = np.empty((2 * old.shape[0], *old.shape[1:]), old.dtype)
+            kept = self.rows if name in ("row_nnz", "labels") else self.nnz
+            if self.keep and name != "slow":
+                new[:kept] = old[:kept]
+            setattr(self, name, new)
 
 
 def iter_pieces(
-    stream, source, *, n_features=None, classes=(), chunk_bytes=CHUNK_BYTES, on_block=None
+    stream,
+    source,
+    *,
+    n_features=None,
+    classes=(),
+    chunk_bytes=CHUNK_BYTES,
+    on_block=None,
+    out=None,
 ):
     """Parse a binary stream of LIBSVM text; yield its rows as :class:`Piece` s in order.
 
-    ``n_features`` bounds the indices (None: any); ``classes`` lists the allowed labels
-    (empty: any). Errors raise :class:`ParseError` naming ``source`` and the line.
-    ``on_block()`` is called after each block (for progress bars).
+    ``n_features`` bounds the indices (None: any below 2**31); ``classes`` lists the
+    allowed labels (empty: any). Errors raise :class:`ParseError` naming ``source`` and the
+    line. ``on_block()`` is called after each block (for progress bars). ``out``: the
+    buffers to write to (see ``read_all``); by default pieces reuse the same ones.
     """
-    max_index = int(n_features or 0)
+    max_index = int(n_features or INT32_MAX)
     classes = np.asarray(classes, np.float64)
-    out = _Buffers()
+    out = out or _Buffers(np.int32 if max_index <= INT32_MAX else np.int64)
     buf = np.empty(chunk_bytes, np.uint8)
     have = 0  # bytes in buf
     line = 0  # lines before buf[0]
@@ -316,34 +348,29 @@ def iter_pieces(
         done = 0
         while done < end:
             block = buf[done:end]
+            row_nnz, labels, indices, values = out.tails()
             result = _parse_block(
                 block,
                 end - done,
                 line,
                 max_index,
                 classes,
-                out.row_nnz,
-                out.labels,
-                out.indices,
-                out.values,
+                row_nnz,
+                labels,
+                indices,
+                values,
                 out.slow,
             )
             consumed, rows, nnz, n_slow, status, line, error_at, detail, max_column = result
             if status > _FULL:
                 raise _error(source, line, status, block, error_at, detail, n_features, classes)
-            if status == _FULL and rows == 0:
-                out.grow()
-                continue
-            piece = Piece(
-                out.row_nnz[:rows],
-                out.labels[:rows],
-                out.indices[:nnz],
-                out.values[:nnz],
-                int(max_column),
-            )
+            piece = Piece(row_nnz[:rows], labels[:rows], indices[:nnz], values[:nnz], max_column)
             _convert_slow(source, block, out.slow[:n_slow], piece, classes)
             if rows:
                 yield piece
+            out.advance(rows, nnz)
+            if status == _FULL and (rows == 0 or out.keep):
+                out.grow()
             done += consumed
         buf[: have - end] = buf[end:have]
         have -= end
@@ -351,27 +378,47 @@ def iter_pieces(
             on_block()
 
 
+def read_all(
+    stream, source, *, n_features=None, classes=(), size_hint=None, chunk_bytes=CHUNK_BYTES
+):
+    """All rows of a stream: (row_nnz, labels, indices, values, max_column), written by the
+    kernel straight into arrays that grow as needed (``size_hint``: bytes of text, if
+    known, to size them once). Arguments as for ``iter_pieces``."""
+    index_dtype = np.int32 if (n_features or 0) <= INT32_MAX else np.int64
+    nnz = max(_NNZ, (size_hint or 0) // 7)  # url-like text takes about 8 bytes a nonzero
+    out = _Buffers(index_dtype, keep=True, nnz=nnz)
+    max_column = -1
+    pieces = iter_pieces(
+        stream, source, n_features=n_features, classes=classes, chunk_bytes=chunk_bytes, out=out
+    )
+    for piece in pieces:
+        max_column = max(max_column, piece.max_column)
+    rows, nnz = out.rows, out.nnz
+    return out.row_nnz[:rows], out.labels[:rows], out.indices[:nnz], out.values[:nnz], max_column
+
+
 def _convert_slow(source, block, slow, piece, classes):
     """Convert the numbers the kernel left to Python, as ``strtod`` would."""
     if not slow.size:
         return
-    numbers = np.empty(len(slow))
-    for k, (start, end) in enumerate(slow[:, :2].tolist()):
-        text = bytes(block[start:end])
-        try:
-            if b"_" in text:  # Python reads 1_000, strtod does not
-                raise ValueError
-            numbers[k] = float(text)
-        except ValueError:
-            kind = "label" if slow[k, 3] < 0 else "value"
-            token = text.decode("utf-8", "replace")
-            message = f"expected a number as the {kind}, got {token!r}"
-            raise ParseError(source, int(slow[k, 4]), message) from None
+    tokens = [bytes(block[start:end]) for start, end in slow[:, :2].tolist()]
+    try:
+        numbers = np.array(tokens).astype(np.float64)
+    except ValueError:
+        for k, token in enumerate(tokens):
+            try:
+                float(token)
+            except ValueError:
+                kind = "label" if slow[k, 3] < 0 else "value"
+                text = token.decode("utf-8", "replace")
+                message = f"expected a number as the {kind}, got {text!r}"
+                raise ParseError(source, int(slow[k, 4]), message) from None
+        raise
     if classes.size:
         unknown = (slow[:, 3] < 0) & ~np.isin(numbers, classes)
         if unknown.any():
             k = int(np.argmax(unknown))
-            token = bytes(block[slow[k, 0] : slow[k, 1]]).decode("utf-8", "replace")
+            token = tokens[k].decode("utf-8", "replace")
             message = _MESSAGES[_CLASS].format(token=token, classes=_show(classes))
             raise ParseError(source, int(slow[k, 4]), message)
     _place(slow, numbers, piece.row_nnz, piece.labels, piece.indices, piece.values)
@@ -398,8 +445,9 @@ def _error(source, line, status, block, at, detail, n_features, classes):
     while end < block.size and end - at < 60 and int(block[end]) not in b" \t\r\n":
         end += 1
     token = bytes(block[at:end]).decode("utf-8", "replace")
+    limit = f"n_features={n_features}" if n_features else f"{INT32_MAX}; pass n_features"
     message = _MESSAGES[status].format(
-        token=token, detail=detail, n_features=n_features, classes=_show(classes)
+        token=token, detail=detail, limit=limit, classes=_show(classes)
     )
     return ParseError(source, line, message)
 
