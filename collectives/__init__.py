@@ -4,6 +4,7 @@ Importing the package does not initialize MPI; the first collective call does.
 """
 
 from . import cost_model, thresholds
+from ._errors import RankError
 from ._stats import Stats
 from ._vector import SparseVector
 
@@ -17,10 +18,12 @@ ALGORITHMS = (
 
 __all__ = [
     "ALGORITHMS",
+    "RankError",
     "SparseVector",
     "Stats",
     "allgather",
     "allreduce",
+    "check",
     "cost_model",
     "thresholds",
 ]
@@ -28,7 +31,7 @@ __all__ = [
 
 def __getattr__(name):
     # the collectives import mpi4py.MPI, which initializes MPI: only on first use
-    if name in ("allreduce", "allgather"):
+    if name in ("allreduce", "allgather", "check"):
         from . import _allreduce
 
         return getattr(_allreduce, name)

@@ -5,6 +5,7 @@ from mpi4py import MPI
 
 from . import cost_model
 from ._algorithms import ALGORITHMS
+from ._errors import RankError
 from ._stats import Stats
 from ._vector import VALUE_DTYPES, SparseVector, check_values
 from ._wire import Wire, run
@@ -48,9 +49,7 @@ def channel(comm):
 def _as_input(vec, algorithm, out):
     """Check the arguments of one rank; the vector as the algorithm wants it."""
     if algorithm not in _ALGORITHM_CODES:
-        raise ValueError(
-            f"algorithm must be one of {sorted(_ALGORITHM_CODES)}, got {algorithm!r}"
-        )
+        raise ValueError(f"algorithm must be one of {sorted(_ALGORITHM_CODES)}, got {algorithm!r}")
     if out not in _OUTS:
         raise ValueError(f"out must be one of {list(_OUTS)}, got {out!r}")
     if isinstance(vec, SparseVector):
@@ -60,12 +59,16 @@ def _as_input(vec, algorithm, out):
     raise TypeError(f"vec must be a SparseVector or a 1-D ndarray, got {type(vec).__name__}")
 
 
-def _agree(wire, vec, algorithm, error, operation="allreduce"):
-    """Check that all ranks hold vectors of one size and dtype and name one algorithm.
+_MESSAGE_BYTES = 4096
 
-    One ``Allreduce(MAX)`` of a small header; every rank raises the same error when they
-    disagree, so no rank goes on alone into a collective that would hang.
-    Returns the largest local nonzero count.
+
+def _agree(wire, vec, algorithm, error, operation="allreduce"):
+    """Check that no rank failed and all hold vectors of one size and dtype for one algorithm.
+
+    One ``Allreduce(MAX)`` of a small header, the first step of every collective here; every
+    rank raises the same error when one failed or they disagree, so no rank goes on alone
+    into a collective that would hang. A failed rank's message is broadcast to the others,
+    which raise :class:`RankError`. Returns the largest local nonzero count.
     """
     if error is None:
         size = vec.size
@@ -76,15 +79,19 @@ def _agree(wire, vec, algorithm, error, operation="allreduce"):
     else:
         size = nnz = dtype_code = code = 0
         failed = wire.rank + 1
-    header = np.array(
-        [size, -size, dtype_code, -dtype_code, code, -code, nnz, failed], np.int64
-    )
+    header = np.array([size, -size, dtype_code, -dtype_code, code, -code, nnz, failed], np.int64)
     agreed = np.empty_like(header)
     yield wire.allreduce(header, agreed, MPI.MAX)
     if agreed[7]:
+        root = int(agreed[7]) - 1
+        message = np.zeros(_MESSAGE_BYTES, np.uint8)
+        if wire.rank == root:
+            text = f"{type(error).__name__}: {error}".encode()[:_MESSAGE_BYTES]
+            message[: len(text)] = np.frombuffer(text, np.uint8)
+        yield wire.bcast(message, root)
         if error is not None:
             raise error
-        raise ValueError(f"{operation}: rank {agreed[7] - 1} passed invalid arguments")
+        raise RankError(root, message.tobytes().rstrip(b"\0").decode(errors="replace"))
     names = {
         "size": str,
         "dtype": lambda code: VALUE_DTYPES[code].name,
@@ -99,6 +106,22 @@ def _agree(wire, vec, algorithm, error, operation="allreduce"):
                 f"to {name_of(high)}"
             )
     return int(agreed[6])
+
+
+def check(error=None, comm=None):
+    """Raise on every rank of ``comm`` if any rank passes an ``error``.
+
+    A rendezvous of all ranks: the rank that passes an exception re-raises it, the others
+    raise :class:`RankError` with its message. A rank may also pass its error while the
+    others are in (or about to enter) any collective of this package: it meets them there,
+    and they raise instead of waiting for it forever.
+    """
+    if error is not None and not isinstance(error, BaseException):
+        raise TypeError(f"error must be an exception or None, got {type(error).__name__}")
+    chan = channel(comm)
+    wire = Wire(chan.comm, blocking=True, sequence=chan.calls)
+    chan.calls += 1
+    run(_agree(wire, SparseVector.empty(0), "auto", error, "check"), wire.comm)
 
 
 def _steps(wire, vec, algorithm, out, error):

@@ -63,8 +63,17 @@ def merge_runs(idx, val, offsets):
         k = 0
         for r in range(0, runs - 1, 2):
             k = _merge_into(
-                src_i, src_v, off[r], off[r + 1], src_i, src_v, off[r + 1], off[r + 2],
-                dst_i, dst_v, k,
+                src_i,
+                src_v,
+                off[r],
+                off[r + 1],
+                src_i,
+                src_v,
+                off[r + 1],
+                off[r + 2],
+                dst_i,
+                dst_v,
+                k,
             )
             new_off[r // 2 + 1] = k
         if runs % 2:

@@ -112,6 +112,4 @@ class SparseVector:
         return dense
 
     def __repr__(self):
-        return (
-            f"SparseVector(size={self.size}, nnz={self.nnz}, dtype={self.values.dtype.name})"
-        )
+        return f"SparseVector(size={self.size}, nnz={self.nnz}, dtype={self.values.dtype.name})"

@@ -82,6 +82,15 @@ class Wire:
         self.messages += 2 * ceil_log2(self.size)
         return self._call(self.comm.Allreduce, self.comm.Iallreduce, sendbuf, recvbuf, op)
 
+    def bcast(self, buf, root):
+        """Broadcast ``buf`` from ``root``."""
+        if self.rank == root:
+            self.bytes_sent += buf.nbytes * (self.size - 1)
+            self.messages += self.size - 1
+        else:
+            self.bytes_received += buf.nbytes
+        return self._call(self.comm.Bcast, self.comm.Ibcast, buf, root)
+
     def allgather(self, sendbuf, recvbuf):
         """Gather equal blocks from every rank."""
         self._count_gather(sendbuf.nbytes, recvbuf.nbytes - sendbuf.nbytes)

@@ -106,8 +106,13 @@ def choose(nprocs, size, nnz, *, value_itemsize=4, index_itemsize=4, **constants
     names = ("ssar_recursive_double", "ssar_split_allgather", "dsar_split_allgather", "dense")
     costs = {
         name: predict(
-            name, nprocs, size, nnz, value_itemsize=value_itemsize,
-            index_itemsize=index_itemsize, **constants,
+            name,
+            nprocs,
+            size,
+            nnz,
+            value_itemsize=value_itemsize,
+            index_itemsize=index_itemsize,
+            **constants,
         ).seconds
         for name in names
     }

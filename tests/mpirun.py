@@ -37,6 +37,8 @@ class MPIResult:
 def run_mpi(script, nprocs, *args, timeout=120, env=None, check=True):
     """Run ``script`` (a path, or a file name in tests/mpi) on ``nprocs`` ranks.
 
+    The script runs under ``python -m mpi4py``: an uncaught exception on one rank aborts
+    them all instead of leaving the others waiting.
     Each rank's stdout and stderr are kept apart. With ``check``, a non-zero exit or a
     timeout fails and shows every rank's output; on timeout every process is killed.
     """
@@ -45,9 +47,18 @@ def run_mpi(script, nprocs, *args, timeout=120, env=None, check=True):
         script = SCRIPTS / script
     with tempfile.TemporaryDirectory(prefix="mpirun-") as tmp:
         command = [
-            str(MPIEXEC), "-n", str(nprocs),
-            "-outfile-pattern", f"{tmp}/out.%r", "-errfile-pattern", f"{tmp}/err.%r",
-            sys.executable, str(script), *map(str, args),
+            str(MPIEXEC),
+            "-n",
+            str(nprocs),
+            "-outfile-pattern",
+            f"{tmp}/out.%r",
+            "-errfile-pattern",
+            f"{tmp}/err.%r",
+            sys.executable,
+            "-m",
+            "mpi4py",
+            str(script),
+            *map(str, args),
         ]
         process = subprocess.Popen(
             command,

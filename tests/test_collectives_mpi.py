@@ -14,9 +14,15 @@ def test_every_algorithm_equals_mpi_allreduce(nprocs):
 
 @pytest.mark.parametrize("nprocs", [2, 3, 4])
 def test_disagreeing_ranks_all_raise(nprocs):
-    result = run_mpi("check_errors.py", nprocs, timeout=120)
+    result = run_mpi("check_errors.py", nprocs, timeout=60)
     for rank in range(nprocs):
         lines = result.stdout[rank].splitlines()
-        assert len(lines) == 15, result.report()
+        assert len(lines) == 17, result.report()
         assert all(line.startswith("ok") for line in lines), result.report()
         assert lines[-1] == "ok after True"
+
+
+@pytest.mark.parametrize("nprocs", [1, 3, 4])
+def test_allgather_returns_every_ranks_vector(nprocs):
+    result = run_mpi("check_allgather.py", nprocs, timeout=120)
+    assert result.stdout[0].splitlines() == ["done"], result.report()

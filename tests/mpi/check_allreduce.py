@@ -65,9 +65,11 @@ def check(kind, size, dtype, algorithm, out, integer_values=False, as_dense=Fals
     magnitude = np.empty_like(dense)
     comm.Allreduce(np.abs(dense), magnitude)
     stats = collectives.Stats()
-    label = f"{kind} size={size} {dtype.__name__} {algorithm} out={out}" + (
-        " int" if integer_values else ""
-    ) + (" dense-input" if as_dense else "")
+    label = (
+        f"{kind} size={size} {dtype.__name__} {algorithm} out={out}"
+        + (" int" if integer_values else "")
+        + (" dense-input" if as_dense else "")
+    )
     try:
         result = allreduce(
             dense if as_dense else vec, comm, algorithm=algorithm, out=out, stats=stats
@@ -113,8 +115,17 @@ def check(kind, size, dtype, algorithm, out, integer_values=False, as_dense=Fals
 
 ALGORITHMS = [*collectives.ALGORITHMS, "auto"]
 KINDS = [
-    "empty", "empty_on_even", "one_element_on_rank0", "one_element_each", "disjoint",
-    "identical", "random_0.001", "random_0.01", "random_0.1", "random_0.5", "dense",
+    "empty",
+    "empty_on_even",
+    "one_element_on_rank0",
+    "one_element_each",
+    "disjoint",
+    "identical",
+    "random_0.001",
+    "random_0.01",
+    "random_0.1",
+    "random_0.5",
+    "dense",
     "boundaries",
 ]
 SIZES = [4 * P - 1, 4 * P, 4 * P + 1, 1000, 4099]

@@ -1,0 +1,46 @@
+"""Start Python modules on local MPI ranks with the ``mpiexec`` beside this interpreter."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+RANK_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def mpiexec():
+    """The ``mpiexec`` of this environment (the venv's, from the mpich wheel), else PATH's."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if found is None:
+        raise FileNotFoundError(
+            "mpiexec not found beside the Python interpreter or on PATH; "
+            "install the 'mpich' wheel (pip install mpich)"
+        )
+    return found
+
+
+def run_module(nprocs, module, args=(), *, env=None, timeout=None, capture=True):
+    """Run ``python -m module args`` on ``nprocs`` ranks; the completed process.
+
+    On a timeout every rank is killed and ``subprocess.TimeoutExpired`` raised.
+    """
+    command = [mpiexec(), "-n", str(nprocs), sys.executable, "-m", module, *map(str, args)]
+    environment = {**os.environ, **RANK_ENV, **(env or {})}
+    output = subprocess.PIPE if capture else None
+    with subprocess.Popen(
+        command,
+        env=environment,
+        stdout=output,
+        stderr=output,
+        text=True,
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except BaseException:
+            os.killpg(process.pid, 9)
+            process.wait()
+            raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)

@@ -1,0 +1,102 @@
+"""Time each allreduce algorithm against MPI's dense Allreduce over sizes and densities.
+
+For every P, size N and density: each algorithm's median time (slowest rank, over repeats),
+bytes sent per rank (largest over ranks) and what the alpha-beta model predicts, and the
+speedup over MPI ``Allreduce`` of the already-dense vector. Prints a table, writes JSON.
+"""
+
+import json
+from pathlib import Path
+
+from .._mpiexec import run_module
+
+QUICK = {"sizes": [2**16], "densities": [0.001, 0.01], "nprocs": [2], "repeat": 3}
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--nprocs", type=int, nargs="+", default=[2, 4], help="numbers of ranks (default: 2 4)"
+    )
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[2**20, 2**22, 2**24],
+        help="vector lengths N (default: 2^20 2^22 2^24)",
+    )
+    parser.add_argument(
+        "--densities",
+        type=float,
+        nargs="+",
+        default=[0.0001, 0.001, 0.01, 0.1],
+        help="nonzeros per rank over N (default: 0.0001 0.001 0.01 0.1)",
+    )
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "float64"],
+        help="value type (default: float32)",
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per cell (default: 5)")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=Path("results/allreduce.json"),
+        help="where to write the records (default: results/allreduce.json)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a small grid that runs in seconds (N=2^16, P=2)"
+    )
+
+
+def _run_ranks(nprocs, args):
+    worker_args = [
+        "--sizes",
+        *args.sizes,
+        "--densities",
+        *args.densities,
+        "--dtype",
+        args.dtype,
+        "--repeat",
+        args.repeat,
+    ]
+    done = run_module(nprocs, "sparcml_apps.bench._allreduce_ranks", worker_args)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"the allreduce benchmark failed on {nprocs} ranks (exit {done.returncode}):\n"
+            f"{done.stderr}"
+        )
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def table(records):
+    """The records as a Markdown table."""
+    lines = [
+        "| P | N | density | algorithm | median ms | MB sent/rank | model MB | "
+        "sent/model | speedup vs dense |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        name = r["algorithm"] if r["algorithm"] == r["chosen"] else f"auto ({r['chosen']})"
+        model = r["model_bytes_sent"]
+        ratio = r["bytes_sent_per_rank"] / model if model else 1.0
+        lines.append(
+            f"| {r['nprocs']} | 2^{r['size'].bit_length() - 1} | {r['density']:.2%} | {name} "
+            f"| {r['seconds'] * 1e3:.3f} | {r['bytes_sent_per_rank'] / 1e6:.3f} "
+            f"| {model / 1e6:.3f} | {ratio:.2f} | {r['speedup_vs_dense']:.1f}x |"
+        )
+    return "\n".join(lines)
+
+
+def run(args):
+    if args.quick:
+        for key, value in QUICK.items():
+            setattr(args, key, value)
+    records = []
+    for nprocs in args.nprocs:
+        records += _run_ranks(nprocs, args)
+    print(table(records))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(records, indent=1))
+    print(f"\nwrote {args.json}")
+    return 0

@@ -1,0 +1,7 @@
+"""Rank 1 raises while the others wait in a barrier: the job must end, not hang."""
+
+from mpi4py import MPI
+
+if MPI.COMM_WORLD.rank == 1:
+    raise ValueError("rank 1 cannot go on")
+MPI.COMM_WORLD.Barrier()
