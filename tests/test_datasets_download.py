@@ -173,8 +173,8 @@ def test_404_fails_clearly_without_retries(site):
 
 
 def test_500_then_200_and_a_stall_are_retried(site, monkeypatch):
-    monkeypatch.setattr(_download, "TIMEOUT", 0.5)
-    site.server.script["a9a"] = [500, ("stall", 1.0), 503]
+    monkeypatch.setattr(_download, "TIMEOUT", 1.0)
+    site.server.script["a9a"] = [500, ("stall", 2.0), 503]
     target = datasets.download("a9a", progress=False, **options(site))
     assert len(site.server.requests) == 4
     assert sha256(target) == sha256(site.served / "a9a")

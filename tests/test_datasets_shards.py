@@ -5,7 +5,7 @@ import io
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from datasets_helpers import is_mapped, libsvm_dir, write_catalog, write_variants
+from datasets_helpers import is_mapped, libsvm_dir, sha256, write_catalog, write_variants
 from httpserver import FileServer
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
@@ -78,6 +78,8 @@ def test_shard_arguments_are_checked(text_file, tmp_path):
         shard(path, 0, 0, n_features=5000)
     with pytest.raises(ValueError, match="n_features is required to shard the text file"):
         shard(path, 0, 2)
+    with pytest.raises(FileNotFoundError, match="nope.svm: expected a file, a CSR cache"):
+        shard(tmp_path / "nope.svm", 0, 2)
     packed = write_variants(libsvm_dir() / "a9a.t", tmp_path, "a9a.t")["bz2"]
     with pytest.raises(ValueError, match="bz2-compressed data cannot be split by bytes"):
         shard(packed, 0, 2, n_features=123)
@@ -163,6 +165,7 @@ def test_compressed_files_convert_to_a_cache_that_shards(tmp_path, monkeypatch):
     manifest = datasets.convert_svmlight(packed, tmp_path / "cache")
     assert manifest["shape"] == [16281, 122] and manifest["classes"] is None
     assert manifest["source"] == str(packed)
+    assert manifest["source_checksum"] == f"sha256:{sha256(packed)}"
     X, y = datasets.load_cache(tmp_path / "cache")
     assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref) and is_mapped(X.indices)
     X, y = stack([shard(tmp_path / "cache", rank, 3) for rank in range(3)])

@@ -55,9 +55,6 @@ class Catalog:
     def __iter__(self):
         return iter(self.datasets.values())
 
-    def __len__(self):
-        return len(self.datasets)
-
 
 def read_catalog(path=None):
     """Read and check a catalogue: ``path``, or the one shipped with sparcml."""

@@ -7,6 +7,7 @@ import scipy.sparse as sp
 
 from ._cache import INT32_MAX, read_cache, write_cache
 from ._compression import open_data
+from ._download import file_digest
 from ._svmlight import iter_pieces, read_all
 
 
@@ -33,7 +34,8 @@ def convert_svmlight(path, cache_dir, n_features=None, *, member=None):
     Columns as in ``load_svmlight``; ``cache_dir`` is replaced atomically when complete.
     """
     described = f"{path}:{member}" if member else str(path)
-    info = {"source": str(path), "member": member}
+    checksum = f"sha256:{file_digest(path, 'sha256')}"
+    info = {"source": str(path), "member": member, "source_checksum": checksum}
     with open_data(path, member=member) as (stream, _):
         pieces = iter_pieces(stream, described, n_features=n_features)
         return write_cache(pieces, cache_dir, n_features=n_features, info=info)

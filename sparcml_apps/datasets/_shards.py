@@ -39,6 +39,11 @@ def shard(name_or_path, rank, size, n_features=None, *, data_home=None, catalog=
     path = Path(name_or_path)
     if not path.exists():
         cat = catalog if hasattr(catalog, "datasets") else read_catalog(catalog)
+        if str(name_or_path) not in cat.datasets:
+            raise FileNotFoundError(
+                f"{name_or_path}: expected a file, a CSR cache directory or a dataset of the "
+                f"catalogue {cat.source}; found none of them"
+            )
         path = convert(str(name_or_path), data_home=data_home, catalog=cat, progress=False)
     if is_cache(path):
         return _cache_shard(path, rank, size, n_features)

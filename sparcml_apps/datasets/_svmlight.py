@@ -1,9 +1,10 @@
 """LIBSVM/svmlight text to CSR rows: a numba kernel over large byte blocks read in chunks.
 
 A line is ``label [qid:N] index:value ...`` with 1-based increasing indices; ``#`` starts a
-comment, blank lines are skipped, spaces, tabs and ``\\r`` separate tokens. Numbers with at
-most 15 significant digits and a small exponent (nearly all real data) are converted in the
-kernel exactly as ``strtod`` does; the others are handed back and converted by Python.
+comment, blank lines are skipped, spaces, tabs and ``\\r`` separate tokens. Numbers whose
+digits fit in 53 bits with a power of ten up to 22 (nearly all real data) are converted in
+the kernel exactly as ``strtod`` does (one correctly rounded product or quotient); the others
+are handed back and converted by Python, which rounds correctly too.
 """
 
 import lzma
@@ -14,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ._cache import INT32_MAX
 from ._errors import ParseError
 
 CHUNK_BYTES = 1 << 24
@@ -35,15 +37,15 @@ _MESSAGES = {
 
 _POW10 = np.array([10.0**k for k in range(23)])  # exactly representable
 _INDEX_CAP = 1 << 62  # indices beyond this saturate (and are then out of range)
-INT32_MAX = 2**31 - 1
 
 
 class Piece(NamedTuple):
-    """Rows parsed from one block; views into reused buffers, valid until the next piece."""
+    """Rows parsed from one block: views into the kernel's buffers, which the next piece
+    overwrites (unless the buffers keep every piece, see ``read_all``)."""
 
     row_nnz: np.ndarray  # int64, nonzeros of each row
     labels: np.ndarray  # float64
-    indices: np.ndarray  # int64, 0-based columns, increasing in each row
+    indices: np.ndarray  # int32 (int64 past 2**31 columns), 0-based, increasing in each row
     values: np.ndarray  # float64
     max_column: int  # largest 0-based column in the piece, -1 if none
 
