@@ -40,9 +40,6 @@ def test_quick_parse_benchmark_reports_both_parsers_and_the_cache(tmp_path):
         "cache load (load_cache, memory map)",
     ):
         assert label in out
-    assert figures["speedup"] == pytest.approx(
-        figures["sklearn_seconds"] / figures["sparcml_seconds"]
-    )
     assert (tmp_path / "cache" / "manifest.json").is_file()
 
 

@@ -1,6 +1,7 @@
 """Download, verification, conversion and loading, from a local HTTP server."""
 
 import hashlib
+import io
 import lzma
 import os
 import shutil
@@ -306,3 +307,19 @@ def test_interrupt_leaves_a_resumable_part(site):
     assert site.server.requests[-1] == ("a9a", f"bytes={resumed_from}-")
     assert sha256(target) == sha256(site.served / "a9a")
     assert sorted(os.listdir(target.parent)) == ["a9a", "a9a.lock"]
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize(
+    ("stream", "progress", "shown"),
+    [(Terminal, True, True), (Terminal, False, False), (io.StringIO, True, False)],
+)
+def test_progress_bars_show_only_on_a_terminal(monkeypatch, stream, progress, shown):
+    monkeypatch.setattr(sys, "stderr", stream())
+    with _download.progress_bar(2048, 0, "a9a.part", progress) as bar:
+        bar.update(2048)
+    assert ("a9a.part:   0%|" in sys.stderr.getvalue()) == shown

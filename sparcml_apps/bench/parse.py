@@ -37,7 +37,9 @@ def add_arguments(parser):
         "(default: a temporary directory, removed at the end)",
     )
     parser.add_argument("--seed", type=int, default=0, help="make_url_like seed (default: 0)")
-    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument(
+        "--json", type=Path, help="also write the figures to this JSON file (default: none)"
+    )
 
 
 def run(args):
