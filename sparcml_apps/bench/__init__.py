@@ -5,4 +5,5 @@ Each benchmark is a module here with ``add_arguments(parser)`` and ``run(args)``
 
 BENCHMARKS = {
     "allreduce": "sparcml_apps.bench.allreduce",
+    "parse": "sparcml_apps.bench.parse",
 }

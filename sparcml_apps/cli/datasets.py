@@ -1,0 +1,203 @@
+"""sparcml-datasets: list, inspect, download, verify and convert the LIBSVM benchmark files."""
+
+import argparse
+import sys
+import warnings
+
+from sparcml_apps import datasets
+from sparcml_apps.datasets._home import DEFAULT_HOME, HOME_VARIABLE, MIRROR_VARIABLE
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="sparcml-datasets", description=__doc__)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--data-home",
+        metavar="DIR",
+        help=f"where datasets are kept (default: ${HOME_VARIABLE}, else {DEFAULT_HOME})",
+    )
+    common.add_argument(
+        "--catalog",
+        metavar="FILE",
+        help="a catalogue TOML file to use (default: the one shipped with sparcml)",
+    )
+    mirror = argparse.ArgumentParser(add_help=False)
+    mirror.add_argument(
+        "--mirror",
+        metavar="URL",
+        help="base URL to fetch files from instead of the catalogue's: URL/<file name> "
+        f"(default: ${MIRROR_VARIABLE}, else the LIBSVM site)",
+    )
+    force = argparse.ArgumentParser(add_help=False)
+    force.add_argument("--force", action="store_true", help="do it again (default: only once)")
+    quiet = argparse.ArgumentParser(add_help=False)
+    quiet.add_argument(
+        "--quiet", action="store_true", help="no progress bars (default: shown on a terminal)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name, summary, parents, function):
+        sub = commands.add_parser(name, parents=parents, help=summary, description=summary)
+        sub.set_defaults(run=function)
+        return sub
+
+    command("list", "table of the catalogue: shape, nonzeros, size, local state", [common], _list)
+    sub = command("info", "everything known of one dataset", [common], _info)
+    sub.add_argument("name", metavar="NAME", help="a dataset name, as in `list`")
+    sub = command(
+        "download",
+        "download files, verified by checksum",
+        [common, mirror, force, quiet],
+        _download,
+    )
+    sub.add_argument("names", nargs="+", metavar="NAME", help="dataset names, as in `list`")
+    sub = command(
+        "verify", "check downloaded files against their checksums", [common, quiet], _verify
+    )
+    sub.add_argument("names", nargs="+", metavar="NAME", help="dataset names, as in `list`")
+    sub = command(
+        "convert",
+        "convert to the memory-mappable CSR cache (downloading first if needed)",
+        [common, mirror, force, quiet],
+        _convert,
+    )
+    sub.add_argument("names", nargs="+", metavar="NAME", help="dataset names, as in `list`")
+    sub.add_argument(
+        "--no-download",
+        dest="download",
+        action="store_false",
+        help="fail if the file is not downloaded yet (default: download it)",
+    )
+    sub = command("path", "print where a dataset's file (or CSR cache) is kept", [common], _path)
+    sub.add_argument("name", metavar="NAME", help="a dataset name, as in `list`")
+    sub.add_argument(
+        "--cache", action="store_true", help="the CSR cache directory (default: the file)"
+    )
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            args.run(args)
+        except KeyboardInterrupt:
+            print(
+                "sparcml-datasets: interrupted; a partial download stays as FILE.part and "
+                "resumes on the next run",
+                file=sys.stderr,
+            )
+            return 130
+        except (KeyError, ValueError, OSError) as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) else exc
+            print(f"sparcml-datasets: error: {message}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"sparcml-datasets: warning: {message}", file=sys.stderr)
+
+
+def _list(args):
+    catalog = datasets.read_catalog(args.catalog)
+    rows = [("name", "shape", "nnz", "size", "cached")]
+    for entry in catalog:
+        file = datasets.dataset_path(entry.name, data_home=args.data_home, catalog=catalog)
+        cache = datasets.dataset_path(
+            entry.name, data_home=args.data_home, cache=True, catalog=catalog
+        )
+        size = file.stat().st_size if file.exists() else entry.size
+        state = "csr" if cache.exists() else "file" if file.exists() else "-"
+        rows.append(
+            (
+                entry.name,
+                f"{entry.n_samples:,} x {entry.n_features:,}",
+                f"{entry.nnz:,}" if entry.nnz else "?",
+                _bytes(size) if size else "?",
+                state,
+            )
+        )
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
+def _info(args):
+    catalog = datasets.read_catalog(args.catalog)
+    entry = catalog[args.name]
+    file = datasets.dataset_path(entry.name, data_home=args.data_home, catalog=catalog)
+    cache = datasets.dataset_path(entry.name, data_home=args.data_home, cache=True, catalog=catalog)
+    checksum = ":".join(entry.checksum) if entry.checksum else "none published"
+    fields = [
+        ("name", entry.name),
+        ("task", f"{entry.task} ({entry.split})"),
+        ("url", datasets.dataset_url(entry.name, catalog=catalog)),
+        ("compression", entry.compression + (f", member {entry.member}" if entry.member else "")),
+        ("shape", f"{entry.n_samples:,} x {entry.n_features:,}"),
+        ("nnz", f"{entry.nnz:,}" if entry.nnz else "unknown"),
+        ("labels", ", ".join(f"{label:g}" for label in entry.labels)),
+        ("checksum", checksum),
+        ("file", f"{file}" + ("" if file.exists() else " (not downloaded)")),
+        ("cache", f"{cache}" + ("" if cache.exists() else " (not converted)")),
+        ("notes", entry.notes),
+    ]
+    for key, value in fields:
+        print(f"{key + ':':13}{value}")
+
+
+def _download(args):
+    for name in args.names:
+        path = datasets.download(
+            name,
+            data_home=args.data_home,
+            mirror=args.mirror,
+            force=args.force,
+            progress=not args.quiet,
+            catalog=args.catalog,
+        )
+        print(path)
+
+
+def _verify(args):
+    for name in args.names:
+        digest = datasets.verify(
+            name, data_home=args.data_home, progress=not args.quiet, catalog=args.catalog
+        )
+        print(f"{name}: {digest} ok")
+
+
+def _convert(args):
+    for name in args.names:
+        path = datasets.convert(
+            name,
+            data_home=args.data_home,
+            mirror=args.mirror,
+            force=args.force,
+            download=args.download,
+            progress=not args.quiet,
+            catalog=args.catalog,
+        )
+        print(path)
+
+
+def _path(args):
+    print(
+        datasets.dataset_path(
+            args.name, data_home=args.data_home, cache=args.cache, catalog=args.catalog
+        )
+    )
+
+
+def _bytes(size):
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,31 @@
+"""LIBSVM benchmark datasets: catalogue, download, verification, fast parsing, a
+memory-mappable CSR cache, byte-range shards for MPI ranks, and a synthetic ``url``."""
+
+from ._api import convert, dataset_path, dataset_url, download, load, verify
+from ._catalog import Catalog, Dataset, read_catalog
+from ._errors import ChecksumError, DownloadError, ParseError
+from ._home import data_home
+from ._load import convert_svmlight, load_cache, load_svmlight
+from ._shards import shard
+from ._synthetic import make_url_like
+
+__all__ = [
+    "Catalog",
+    "ChecksumError",
+    "Dataset",
+    "DownloadError",
+    "ParseError",
+    "convert",
+    "convert_svmlight",
+    "data_home",
+    "dataset_path",
+    "dataset_url",
+    "download",
+    "load",
+    "load_cache",
+    "load_svmlight",
+    "make_url_like",
+    "read_catalog",
+    "shard",
+    "verify",
+]

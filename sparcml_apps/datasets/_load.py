@@ -1,0 +1,59 @@
+"""LIBSVM files by path: loaded whole into memory, or converted to a CSR cache."""
+
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._cache import INT32_MAX, read_cache, write_cache
+from ._compression import open_data
+from ._download import file_digest
+from ._svmlight import iter_pieces, read_all
+
+
+def load_svmlight(path, n_features=None, *, member=None):
+    """``(X, y)`` from a LIBSVM/svmlight text file, plain or compressed (.bz2, .xz, .tar.xz).
+
+    1-based indices in the file become 0-based columns, as with scikit-learn's
+    ``load_svmlight_file(path, zero_based=False)``. ``n_features`` fixes the column count
+    (None: the largest index). In a tar.xz, ``member`` names the file to read (default: the
+    first). Returns a CSR matrix with sorted indices and float64 labels.
+    """
+    described = f"{path}:{member}" if member else str(path)
+    with open_data(path, member=member) as (stream, raw):
+        hint = os.fstat(raw.fileno()).st_size if stream is raw else None
+        return to_csr(
+            read_all(stream, described, n_features=n_features, size_hint=hint), n_features
+        )
+
+
+def convert_svmlight(path, cache_dir, n_features=None, *, member=None):
+    """Convert a LIBSVM file (plain, .bz2, .xz, .tar.xz) to a CSR cache directory, streaming:
+    memory use stays at a few blocks whatever the file size. Returns the cache manifest.
+
+    Columns as in ``load_svmlight``; ``cache_dir`` is replaced atomically when complete.
+    """
+    described = f"{path}:{member}" if member else str(path)
+    checksum = f"sha256:{file_digest(path, 'sha256')}"
+    info = {"source": str(path), "member": member, "source_checksum": checksum}
+    with open_data(path, member=member) as (stream, _):
+        pieces = iter_pieces(stream, described, n_features=n_features)
+        return write_cache(pieces, cache_dir, n_features=n_features, info=info)
+
+
+def load_cache(cache_dir):
+    """``(X, y)`` from a CSR cache directory: memory maps, nothing read in advance."""
+    X, y, _ = read_cache(cache_dir)
+    return X, y
+
+
+def to_csr(rows, n_features=None):
+    """``(X, y)`` from ``read_all`` output; indptr takes the dtype of the indices."""
+    row_nnz, labels, indices, values, max_column = rows
+    n_features = max_column + 1 if n_features is None else n_features
+    if indices.dtype == np.int32 and indices.size > INT32_MAX:
+        indices = indices.astype(np.int64)
+    indptr = np.zeros(row_nnz.size + 1, indices.dtype)
+    np.cumsum(row_nnz, out=indptr[1:])
+    X = sp.csr_matrix((values, indices, indptr), shape=(row_nnz.size, n_features), copy=False)
+    return X, labels

@@ -1,0 +1,123 @@
+"""Byte-range shards: rank ``r`` of ``P`` gets the rows that start in its share of the bytes."""
+
+import io
+from bisect import bisect_left
+from pathlib import Path
+
+import numpy as np
+
+from ._api import convert
+from ._cache import is_cache, read_cache, read_manifest
+from ._catalog import read_catalog
+from ._compression import sniff
+from ._load import to_csr
+from ._svmlight import read_all
+
+
+def shard(name_or_path, rank, size, n_features=None, *, data_home=None, catalog=None):
+    """``(X, y)``: the rows of share ``rank`` of ``size`` of a dataset, in file order.
+
+    Over ranks 0..size-1 every row comes exactly once, and a rank reads only its own bytes.
+
+    - A catalogue name: its CSR cache (converted on first use, downloading the file if
+      needed; concurrent callers wait for one conversion), split into ``size`` row ranges
+      of about equal nonzeros plus rows, taken as memory maps.
+    - A CSR cache directory: the same.
+    - An uncompressed LIBSVM file: the rows whose first byte lies in byte range
+      ``[rank * B // size, (rank + 1) * B // size)`` of its ``B`` bytes; ``n_features`` is
+      required, since no rank sees the whole file. Parse errors name the file, the byte
+      range and the line within it.
+    - A compressed file cannot be split by bytes (a rank would have to decompress all
+      the data before its share): it raises ValueError. Convert it once to a CSR cache
+      (``convert_svmlight``; catalogue datasets: ``convert`` or ``sparcml-datasets
+      convert``) and shard that, or decompress it.
+    """
+    if not (isinstance(size, int | np.integer) and size >= 1):
+        raise ValueError(f"size must be a positive integer; got {size!r}")
+    if not (isinstance(rank, int | np.integer) and 0 <= rank < size):
+        raise ValueError(f"rank must be an integer in [0, {size}); got {rank!r}")
+    path = Path(name_or_path)
+    if not path.exists():
+        cat = catalog if hasattr(catalog, "datasets") else read_catalog(catalog)
+        if str(name_or_path) not in cat.datasets:
+            raise FileNotFoundError(
+                f"{name_or_path}: expected a file, a CSR cache directory or a dataset of the "
+                f"catalogue {cat.source}; found none of them"
+            )
+        path = convert(str(name_or_path), data_home=data_home, catalog=cat, progress=False)
+    if is_cache(path):
+        return _cache_shard(path, rank, size, n_features)
+    if path.is_dir():
+        raise ValueError(f"{path}: expected a CSR cache directory (with manifest.json)")
+    compression = sniff(path)
+    if compression != "none":
+        raise ValueError(
+            f"{path}: {compression}-compressed data cannot be split by bytes; convert it "
+            "once to a CSR cache (convert_svmlight, or convert for catalogue datasets) and "
+            "shard that, or decompress it"
+        )
+    if n_features is None:
+        raise ValueError(
+            f"n_features is required to shard the text file {path}: each rank sees only its rows"
+        )
+    return _text_shard(path, rank, size, n_features)
+
+
+def _cache_shard(path, rank, size, n_features):
+    manifest = read_manifest(path)
+    if n_features is not None and n_features != manifest["shape"][1]:
+        raise ValueError(
+            f"n_features must match the cache {path} ({manifest['shape'][1]}); got {n_features}"
+        )
+    n_rows, nnz = manifest["shape"][0], manifest["nnz"]
+    indptr = np.load(path / "indptr.npy", mmap_mode="r")  # only the pages bisected are read
+    # each row weighs its nonzeros plus one, so that empty rows are shared out too
+    cuts = [
+        bisect_left(range(n_rows + 1), r * (nnz + n_rows) // size, key=lambda i: int(indptr[i]) + i)
+        for r in (rank, rank + 1)
+    ]
+    X, y, _ = read_cache(path, rows=cuts)
+    return X, y
+
+
+def _text_shard(path, rank, size, n_features):
+    total = path.stat().st_size
+    with open(path, "rb", buffering=0) as f:
+        start = _line_start(f, rank * total // size)
+        stop = _line_start(f, (rank + 1) * total // size)
+        f.seek(start)
+        window = _Window(f, stop - start)
+        source = f"{path} (bytes {start}-{stop})"
+        rows = read_all(window, source, n_features=n_features, size_hint=stop - start)
+        return to_csr(rows, n_features)
+
+
+def _line_start(f, position):
+    """The first offset at or after ``position`` where a line starts (or the file size)."""
+    if position == 0:
+        return 0
+    f.seek(position - 1)
+    offset = position - 1
+    while chunk := f.read(1 << 16):
+        end = chunk.find(b"\n")
+        if end >= 0:
+            return offset + end + 1
+        offset += len(chunk)
+    return offset
+
+
+class _Window(io.RawIOBase):
+    """The next ``length`` bytes of a file, as a readable stream."""
+
+    def __init__(self, f, length):
+        self.f = f
+        self.left = length
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        view = memoryview(buffer)[: self.left]
+        got = self.f.readinto(view)
+        self.left -= got
+        return got

@@ -1,0 +1,179 @@
+"""The svmlight parser and decompression, against scikit-learn's ``load_svmlight_file``."""
+
+import bz2
+import io
+import lzma
+
+import numpy as np
+import pytest
+from datasets_helpers import MEMBER, libsvm_dir, write_variants
+from sklearn.datasets import load_svmlight_file
+
+from sparcml_apps.datasets import ParseError, load_svmlight
+from sparcml_apps.datasets._load import to_csr
+from sparcml_apps.datasets._svmlight import iter_pieces, read_all
+
+
+def assert_same(X, y, X_ref, y_ref):
+    X_ref.sort_indices()
+    assert X.shape == X_ref.shape
+    assert X.has_sorted_indices
+    np.testing.assert_array_equal(X.indptr, X_ref.indptr)
+    np.testing.assert_array_equal(X.indices, X_ref.indices)
+    # bit for bit, as strtod gives them
+    np.testing.assert_array_equal(X.data.view(np.int64), X_ref.data.view(np.int64))
+    np.testing.assert_array_equal(y, y_ref)
+
+
+def parse(text, chunk_bytes=1 << 24, **kwargs):
+    """Rows of ``text`` read whole, checked against the same rows read piece by piece."""
+    rows = read_all(io.BytesIO(text), "text.svm", chunk_bytes=chunk_bytes, **kwargs)
+    pieces = [
+        [array.copy() for array in piece[:4]]
+        for piece in iter_pieces(io.BytesIO(text), "text.svm", chunk_bytes=chunk_bytes, **kwargs)
+    ]
+    for k, whole in enumerate(rows[:4]):
+        np.testing.assert_array_equal(whole, np.concatenate([p[k] for p in pieces] or [whole]))
+    return to_csr(rows, kwargs.get("n_features"))
+
+
+@pytest.mark.parametrize("name", ["a9a", "a9a.t"])
+def test_real_files_equal_scikit_learn(name):
+    path = libsvm_dir() / name
+    X, y = load_svmlight(path, n_features=123)
+    assert_same(X, y, *load_svmlight_file(str(path), n_features=123, zero_based=False))
+    assert X.dtype == np.float64 and X.indices.dtype == np.int32
+
+
+def test_compressed_files_equal_scikit_learn(tmp_path):
+    paths = write_variants(libsvm_dir() / "a9a.t", tmp_path, "a9a.t")
+    X_ref, y_ref = load_svmlight_file(str(paths["none"]), zero_based=False)
+    for path in paths.values():
+        X, y = load_svmlight(path)  # n_features from the largest index, 122
+        assert_same(X, y, X_ref, y_ref)
+    for member in (f"archive/{MEMBER}", MEMBER):
+        assert_same(*load_svmlight(paths["tar.xz"], member=member), X_ref, y_ref)
+    with pytest.raises(ParseError, match=r":archive/README, line 1: expected index:value"):
+        load_svmlight(paths["tar.xz"], member="archive/README")
+
+
+def messy_text(seed=0, rows=2000, unsorted=False):
+    """LIBSVM text with everything the format allows: comments, qid, blank lines, tabs,
+    trailing spaces, CRLF, signs, exponents, 17-digit values, inf and nan; with
+    ``unsorted``, every ninth row lists its indices backwards (same rows otherwise)."""
+    rng = np.random.default_rng(seed)
+    formats = ["{:.17g}", "{:.16g}", "{:g}", "{:.3e}", "{:.10f}", "{!r}", "{:.4E}"]
+    lines = ["# a comment line", ""]
+    for row in range(rows):
+        columns = np.sort(rng.choice(np.arange(1, 5001), rng.integers(0, 30), replace=False))
+        order = -1 if unsorted and row % 9 == 0 else 1
+        parts = [rng.choice(["+1", "-1", "1", "0", "2", "1.0", "-1e0", "+2."])]
+        if row % 7 == 0:
+            parts.append(f"qid:{row}")
+        pairs = []
+        for column in columns:
+            value = float(rng.standard_normal() * 10.0 ** rng.integers(-40, 40))
+            pairs.append(f"{column}:{rng.choice(formats).format(value)}")
+        if row % 101 == 0 and columns.size:
+            pairs[-1] = pairs[-1].split(":")[0] + ":" + rng.choice(["inf", "-inf", "nan"])
+        parts += pairs[::order]
+        line = rng.choice([" ", "\t", " \t "]).join(parts)
+        line += rng.choice(["", "  ", "\t", " # trailing comment 3:4"])
+        line += "\r" if row % 13 == 0 else ""
+        lines.append(line)
+        if row % 17 == 0:
+            lines.append(rng.choice(["", "   ", "# comment", "\r"]))
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize("chunk_bytes", [1 << 24, 4096, 97])
+def test_messy_text_equals_scikit_learn(chunk_bytes):
+    # scikit-learn refuses indices out of order; the parser sorts such rows
+    reference = io.BytesIO(messy_text())
+    X_ref, y_ref = load_svmlight_file(reference, n_features=5000, zero_based=False)
+    X, y = parse(messy_text(unsorted=True), chunk_bytes=chunk_bytes, n_features=5000)
+    np.testing.assert_array_equal(np.isnan(X.data), np.isnan(X_ref.sorted_indices().data))
+    X.data[np.isnan(X.data)] = X_ref.data[np.isnan(X_ref.data)] = 0
+    assert_same(X, y, X_ref, y_ref)
+
+
+def test_small_output_buffers_give_the_same_rows(monkeypatch):
+    # first capacities of a few rows: blocks end early and long lines grow the buffers
+    from sparcml_apps.datasets import _svmlight
+
+    text = messy_text(seed=1, rows=300)
+    X_ref, y_ref = parse(text, n_features=5000)
+    monkeypatch.setattr(_svmlight, "_ROWS", 3)
+    monkeypatch.setattr(_svmlight, "_NNZ", 5)
+    monkeypatch.setattr(_svmlight, "_SLOW", 2)
+    assert_same(*parse(text, n_features=5000), X_ref, y_ref)
+
+
+def test_last_line_without_line_end_and_empty_input():
+    X, y = parse(b"1 1:2\n-1 3:4.5")
+    np.testing.assert_array_equal(X.toarray(), [[2, 0, 0], [0, 0, 4.5]])
+    np.testing.assert_array_equal(y, [1, -1])
+    X, y = parse(b"", n_features=4)
+    assert X.shape == (0, 4) and y.shape == (0,)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (b"1 1:1\n1 a:1\n", 2, "expected index:value, got 'a:1'"),
+        (b"1 1:1\n\n# c\nx 1:1\n", 4, "expected a number as the label, got 'x'"),
+        (b"1 1:1 2:\n", 1, "expected a number after the index, got '2:'"),
+        (b"1 1:1.5.5\n", 1, "expected a number after the index, got '1:1.5.5'"),
+        (b"1 1:1_0\n", 1, "expected a number after the index, got '1:1_0'"),
+        (b"1 1:nanx\n", 1, "expected a number as the value, got 'nanx'"),
+        (b"1 0:1\n", 1, "feature index 0 in '0:1': LIBSVM indices start at 1"),
+        (b"1 3:1 2:1 3:4\n", 1, "feature index 3 appears twice"),
+        (b"1 qid:a 1:1\n", 1, "expected qid:<integer>, got 'qid:a'"),
+        (b"1 1:1\r\n1 11:1\r\n", 2, "feature index 11 exceeds n_features=10"),
+        (b"1 1:1\n3 1:1\n", 2, "label '3' is not one of the classes {-1, 1}"),
+        (b"1 1:1\n1.00000000000000000001 1:1\n5e400 1:1\n", 3, "label '5e400' is not one"),
+    ],
+)
+def test_malformed_lines_name_file_and_line(text, line, message):
+    with pytest.raises(ParseError, match="^text.svm, line") as caught:
+        parse(text, n_features=10, classes=[-1, 1])
+    assert caught.value.line == line
+    assert str(caught.value).startswith(f"text.svm, line {line}: {message}")
+
+
+@pytest.mark.parametrize("compression", ["bz2", "xz"])
+def test_corrupt_compressed_data_names_file_and_line(tmp_path, compression):
+    text = b"".join(b"1 %d:1 %d:2\n" % (i % 7 + 1, i % 7 + 9) for i in range(200_000))
+    packed = (bz2 if compression == "bz2" else lzma).compress(text)
+    path = tmp_path / f"data.{compression}"
+    middle = len(packed) // 2
+    path.write_bytes(packed[:middle] + bytes(64) + packed[middle + 64 :])
+    with pytest.raises(ParseError, match=rf"^{path}, line \d+: cannot read the data") as caught:
+        load_svmlight(path)
+    assert caught.value.line >= 1
+    truncated = tmp_path / f"cut.{compression}"
+    truncated.write_bytes(packed[: len(packed) - 100])
+    with pytest.raises(ParseError, match=rf"^{truncated}, line \d+: cannot read the data"):
+        load_svmlight(truncated)
+
+
+def test_corrupt_tar_archive_is_a_parse_error(tmp_path):
+    paths = write_variants(libsvm_dir() / "a9a.t", tmp_path, "a9a.t")
+    packed = paths["tar.xz"].read_bytes()
+    broken = tmp_path / "broken.tar.xz"
+    for damaged in (packed[:12] + bytes(200) + packed[212:], packed[:400]):
+        broken.write_bytes(damaged)
+        with pytest.raises(ParseError, match=f"^{broken}, line 1: cannot read the"):
+            load_svmlight(broken)
+    with pytest.raises(ValueError, match="expected the file 'nope' in the archive; found none"):
+        load_svmlight(paths["tar.xz"], member="nope")
+
+
+def test_declared_compression_must_match_the_bytes(tmp_path):
+    from sparcml_apps.datasets._compression import open_data
+
+    path = tmp_path / "data.bz2"
+    path.write_bytes(lzma.compress(b"1 1:1\n"))
+    with pytest.raises(ValueError, match="expected bz2 data; the file holds xz data"):
+        with open_data(path, "bz2"):
+            pass

@@ -1,0 +1,174 @@
+"""Byte-range shards of text files and CSR caches, and the cache itself."""
+
+import io
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from datasets_helpers import is_mapped, libsvm_dir, sha256, write_catalog, write_variants
+from httpserver import FileServer
+from sklearn.datasets import dump_svmlight_file, load_svmlight_file
+
+from sparcml_apps import datasets
+from sparcml_apps.datasets import ParseError, shard
+from sparcml_apps.datasets import _cache as cache_module
+from sparcml_apps.datasets._cache import read_cache, write_cache
+from sparcml_apps.datasets._svmlight import iter_pieces
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    """A url-like LIBSVM file with some label-only (empty) rows, and its rows per sklearn."""
+    X, y = datasets.make_url_like(1500, n_features=5000, random_state=11)
+    X = sp.diags((np.arange(1500) % 97 != 0).astype(float)) @ X  # some empty rows
+    X.eliminate_zeros()
+    path = tmp_path_factory.mktemp("shards") / "rows.svm"
+    dump_svmlight_file(X, y, str(path), zero_based=False)
+    return path, *load_svmlight_file(str(path), n_features=5000, zero_based=False)
+
+
+def stack(parts):
+    return sp.vstack([X for X, _ in parts], format="csr"), np.concatenate([y for _, y in parts])
+
+
+@pytest.mark.parametrize("size", range(1, 8))
+def test_text_shards_cover_every_row_once_in_order(text_file, size):
+    path, X_ref, y_ref = text_file
+    parts = [shard(path, rank, size, n_features=5000) for rank in range(size)]
+    X, y = stack(parts)
+    assert X.shape == X_ref.shape and (X != X_ref).nnz == 0
+    np.testing.assert_array_equal(y, y_ref)
+    if size > 1:
+        assert all(part[0].shape[0] > 0 for part in parts)
+
+
+@pytest.mark.parametrize("size", range(1, 8))
+def test_cache_shards_cover_every_row_once_in_order(text_file, tmp_path, size):
+    path, X_ref, y_ref = text_file
+    with open(path, "rb") as f:
+        write_cache(iter_pieces(f, str(path), n_features=5000), tmp_path / "c", n_features=5000)
+    parts = [shard(tmp_path / "c", rank, size) for rank in range(size)]
+    X, y = stack(parts)
+    assert (X != X_ref).nnz == 0
+    np.testing.assert_array_equal(y, y_ref)
+    counts = [part[0].nnz + part[0].shape[0] for part in parts]
+    assert max(counts) - min(counts) <= 2 * 500  # balanced to within about two rows
+
+
+def test_a_text_shard_reads_only_its_own_rows(tmp_path):
+    # lines of 20 bytes; only those starting in the middle third are valid LIBSVM
+    lines = 30
+    size = 20 * lines
+    good, bad = b"1 3:1 7:2.5 12:1.00\n", b"garbage garbage ...\n"
+    assert len(good) == len(bad) == 20
+    text = b"".join(good if size // 3 <= 20 * k < 2 * size // 3 else bad for k in range(lines))
+    path = tmp_path / "mixed.svm"
+    path.write_bytes(text)
+    X, y = shard(path, 1, 3, n_features=12)
+    assert X.shape == (10, 12) and np.all(y == 1)
+    with pytest.raises(ParseError, match=r"mixed\.svm \(bytes 0-200\), line 1: expected a number"):
+        shard(path, 0, 3, n_features=12)
+
+
+def test_shard_arguments_are_checked(text_file, tmp_path):
+    path = text_file[0]
+    with pytest.raises(ValueError, match="rank must be an integer in \\[0, 3\\); got 3"):
+        shard(path, 3, 3, n_features=5000)
+    with pytest.raises(ValueError, match="size must be a positive integer; got 0"):
+        shard(path, 0, 0, n_features=5000)
+    with pytest.raises(ValueError, match="n_features is required to shard the text file"):
+        shard(path, 0, 2)
+    with pytest.raises(FileNotFoundError, match="nope.svm: expected a file, a CSR cache"):
+        shard(tmp_path / "nope.svm", 0, 2)
+    packed = write_variants(libsvm_dir() / "a9a.t", tmp_path, "a9a.t")["bz2"]
+    with pytest.raises(ValueError, match="bz2-compressed data cannot be split by bytes"):
+        shard(packed, 0, 2, n_features=123)
+
+
+def test_catalogue_names_shard_their_cache(tmp_path, monkeypatch):
+    served = tmp_path / "served"
+    write_variants(libsvm_dir() / "a9a", served, "a9a")
+    catalog = write_catalog(
+        tmp_path / "catalog.toml",
+        [
+            {
+                "name": "a9a",
+                "task": "binary",
+                "split": "train",
+                "file": "a9a.xz",
+                "compression": "xz",
+                "n_samples": 32561,
+                "n_features": 123,
+                "labels": [-1, 1],
+            }
+        ],
+    )
+    X_ref, y_ref = load_svmlight_file(str(served / "a9a"), zero_based=False)
+    with FileServer(served) as server:
+        monkeypatch.setenv("SPARCML_DATASETS_MIRROR", server.url)
+        with pytest.warns(UserWarning, match="recorded sha256"):
+            parts = [
+                shard("a9a", r, 4, data_home=tmp_path / "home", catalog=catalog) for r in range(4)
+            ]
+    X, y = stack(parts)
+    assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref)
+    assert len(server.requests) == 1
+
+
+def test_cache_round_trip_is_memory_mapped(text_file, tmp_path):
+    path, X_ref, y_ref = text_file
+    with open(path, "rb") as f:
+        manifest = write_cache(
+            iter_pieces(f, str(path), n_features=5000),
+            tmp_path / "c",
+            n_features=5000,
+            info={"dataset": "rows"},
+        )
+    assert manifest["shape"] == [1500, 5000] and manifest["nnz"] == X_ref.nnz
+    assert manifest["classes"] == [-1.0, 1.0] and manifest["dataset"] == "rows"
+    X, y, _ = read_cache(tmp_path / "c")
+    assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref)
+    assert X.indices.dtype == X.indptr.dtype == np.int32
+    assert all(is_mapped(array) for array in (X.data, X.indices, X.indptr, y))
+    X, y, _ = read_cache(tmp_path / "c", rows=(100, 200))
+    assert (X != X_ref[100:200]).nnz == 0 and np.array_equal(y, y_ref[100:200])
+    assert is_mapped(X.data) and is_mapped(X.indices) and is_mapped(y)
+
+
+def test_wide_caches_use_int64_indices_and_indptr(text_file, tmp_path, monkeypatch):
+    path, X_ref, _ = text_file
+    monkeypatch.setattr(cache_module, "INT32_MAX", 1000)  # fewer nonzeros than that fit
+    with open(path, "rb") as f:
+        write_cache(iter_pieces(f, str(path), n_features=5000), tmp_path / "c", n_features=5000)
+    for name in ("indices", "indptr"):
+        assert np.load(tmp_path / "c" / f"{name}.npy", mmap_mode="r").dtype == np.int64
+    X, _, _ = read_cache(tmp_path / "c")
+    assert (X != X_ref).nnz == 0
+
+
+def test_failed_conversion_keeps_the_old_cache_and_leaves_nothing(text_file, tmp_path):
+    path = text_file[0]
+    with open(path, "rb") as f:
+        write_cache(iter_pieces(f, str(path), n_features=5000), tmp_path / "c", n_features=5000)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "c").iterdir()}
+    broken = io.BytesIO(path.read_bytes()[:50_000] + b"\n1 x:1\n")
+    with pytest.raises(ParseError, match="broken, line"):
+        write_cache(iter_pieces(broken, "broken", n_features=5000), tmp_path / "c", n_features=5000)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "c").iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["c"]
+
+
+def test_compressed_files_convert_to_a_cache_that_shards(tmp_path, monkeypatch):
+    packed = write_variants(libsvm_dir() / "a9a.t", tmp_path, "a9a.t")["bz2"]
+    X_ref, y_ref = load_svmlight_file(str(libsvm_dir() / "a9a.t"), zero_based=False)
+    monkeypatch.setattr(cache_module, "MAX_CLASSES", 1)  # two labels are too many to list
+    manifest = datasets.convert_svmlight(packed, tmp_path / "cache")
+    assert manifest["shape"] == [16281, 122] and manifest["classes"] is None
+    assert manifest["source"] == str(packed)
+    assert manifest["source_checksum"] == f"sha256:{sha256(packed)}"
+    X, y = datasets.load_cache(tmp_path / "cache")
+    assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref) and is_mapped(X.indices)
+    X, y = stack([shard(tmp_path / "cache", rank, 3) for rank in range(3)])
+    assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref)
+    with pytest.raises(ValueError, match="n_features must match the cache"):
+        shard(tmp_path / "cache", 0, 3, n_features=123)

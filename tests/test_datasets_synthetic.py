@@ -1,0 +1,78 @@
+"""make_url_like: reproducible, shaped like url, and learnable but not perfectly."""
+
+import numpy as np
+import pytest
+from sklearn.linear_model import SGDClassifier
+
+from sparcml_apps.datasets import make_url_like
+
+
+@pytest.fixture(scope="module")
+def url_like():
+    return make_url_like(300_000, random_state=0)
+
+
+def test_same_seed_same_bits_other_seed_other_data():
+    X, y = make_url_like(2000, random_state=42)
+    X2, y2 = make_url_like(2000, random_state=np.random.default_rng(42))
+    for a, b in ((X.indptr, X2.indptr), (X.indices, X2.indices), (X.data, X2.data), (y, y2)):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    X3, _ = make_url_like(2000, random_state=43)
+    assert X3.nnz != X.nnz or not np.array_equal(X3.indices, X.indices)
+
+
+def test_shape_and_layout(url_like):
+    X, y = url_like
+    assert X.shape == (300_000, 3_231_961) and y.shape == (300_000,)
+    assert X.dtype == np.float64 and X.indices.dtype == X.indptr.dtype == np.int32
+    assert X.has_canonical_format  # sorted, distinct columns in every row
+    assert set(np.unique(y)) == {-1.0, 1.0}
+    assert 0.30 < np.mean(y == 1) < 0.37  # about a third positive, like url
+
+
+def test_rows_vary_around_nnz_per_row(url_like):
+    X, _ = url_like
+    per_row = np.diff(X.indptr)
+    assert 110 < per_row.mean() < 122
+    assert per_row.std() > 0.3 * per_row.mean() and per_row.min() >= 1
+
+
+def test_column_popularity_follows_a_power_law(url_like):
+    X, _ = url_like
+    rows_with = np.bincount(X.indices, minlength=X.shape[1]) / X.shape[0]
+    assert rows_with[:3].min() > 0.95  # a few columns in nearly every row
+    used = rows_with[rows_with > 0] * X.shape[0]
+    assert used.size > 1_000_000 and np.median(used) <= 3  # millions of rare columns
+    # rows-with-column falls with rank as a power law: log-log slope near -1.1 in the tail
+    ranks = np.arange(1000, 100_000)
+    slope = np.polyfit(np.log(ranks + 1), np.log(rows_with[ranks]), 1)[0]
+    assert -1.3 < slope < -0.9
+
+
+def test_values_mostly_binary(url_like):
+    X, _ = url_like
+    assert np.mean(X.data == 1.0) > 0.6
+    assert X.data.min() > 0 and X.data.max() <= 1
+    real = X.data[X.data != 1.0]
+    assert np.array_equal(np.round(real * 10000) / 10000, real)  # k / 10000, written exactly
+
+
+def test_linear_model_learns_well_but_not_perfectly(url_like):
+    X, y = url_like
+    train, test = slice(0, 240_000), slice(240_000, None)
+    model = SGDClassifier(loss="log_loss", max_iter=5, tol=None, random_state=0)
+    model.fit(X[train], y[train])
+    accuracy = model.score(X[test], y[test])
+    assert 0.85 <= accuracy <= 0.95
+    assert accuracy > max(np.mean(y[test] == 1), np.mean(y[test] == -1)) + 0.15
+
+
+def test_options_and_arguments():
+    X, y = make_url_like(500, n_features=10, nnz_per_row=116, random_state=0, dtype=np.float32)
+    assert X.dtype == np.float32 and X.shape == (500, 10)
+    assert np.diff(X.indptr).max() <= 5 and X.has_canonical_format
+    for bad in ({"n_samples": 0}, {"n_features": -1}, {"nnz_per_row": 1.5}):
+        arguments = {"n_samples": 10} | bad
+        name = next(iter(bad))
+        with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
+            make_url_like(**arguments)
