@@ -30,7 +30,7 @@ SPARSE_INTERCEPT_DECAY = 0.01  # as scikit-learn: sparse rows update the interce
 def _as_scipy(X):
     """pydata ``sparse`` arrays become scipy CSR (1-D ones dense); the rest is left alone."""
     if type(X).__module__.split(".")[0] == "sparse" and hasattr(X, "todense"):
-        return X.tocsr() if X.ndim == 2 else X.todense()
+        return X.to_scipy_sparse().tocsr() if X.ndim == 2 else X.todense()
     return X
 
 
@@ -174,9 +174,17 @@ class _SparseSGD(BaseEstimator):
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True
         )
+        labels = None
         if isinstance(self, ClassifierMixin):
-            check_classification_targets(y)
-        return _to_csr(X), y, sample_weight, sparse_input
+            try:
+                check_classification_targets(y)
+                labels = unique_labels(y)
+            except TypeError as exc:  # numpy cannot order labels of unlike types
+                kinds = sorted({type(label).__name__ for label in np.ravel(y)})
+                raise ValueError(
+                    f"Mix of label input types (string and number): y holds {kinds}"
+                ) from exc
+        return _to_csr(X), y, sample_weight, sparse_input, labels
 
     def _validate_predict_data(self, X):
         check_is_fitted(self)
@@ -220,14 +228,14 @@ class _SparseSGD(BaseEstimator):
         first_call = not (partial or self.warm_start) or not hasattr(self, "coef_")
         error = None
         try:
-            X, y, sample_weight, sparse_input = self._validate_fit_data(
+            X, y, sample_weight, sparse_input, labels = self._validate_fit_data(
                 X, y, sample_weight, reset=first_call
             )
         except Exception as exc:  # noqa: BLE001 - every rank raises it, below
             error = exc
         collectives.check(error, comm)
         setup, y_encoded, row_weight = self._agree_on_data(
-            comm, X, y, sample_weight, sparse_input, partial, first_call, classes
+            comm, X, y, labels, sample_weight, sparse_input, partial, first_call, classes
         )
         weights = self._initial_weights(setup, first_call, partial, coef_init, intercept_init)
         validation = None
@@ -263,10 +271,14 @@ class _SparseSGD(BaseEstimator):
             )
         return self
 
-    def _agree_on_data(self, comm, X, y, sample_weight, sparse_input, partial, first_call, classes):
-        """Check that the ranks' data fit together; the setup and encoded targets."""
-        local = (X.shape[1], np.unique(y) if isinstance(self, ClassifierMixin) else None)
-        gathered = comm.allgather(local)
+    def _agree_on_data(
+        self, comm, X, y, labels, sample_weight, sparse_input, partial, first_call, classes
+    ):
+        """Check that the ranks' data fit together; the setup and encoded targets.
+
+        Whatever this raises, it raises on every rank: it decides on gathered values.
+        """
+        gathered = comm.allgather((X.shape[1], labels))
         widths = sorted({width for width, _ in gathered})
         if len(widths) > 1:
             raise ValueError(

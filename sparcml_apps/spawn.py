@@ -2,11 +2,15 @@
 
 The parent checks the data, sends each child a contiguous block of rows (the same blocks
 as ranks of ``mpiexec -n n_jobs`` would take), the children train together over their
-own ``COMM_WORLD``, and child 0 sends the fitted estimator back. A failure in any child
-reaches every child (:func:`collectives.check`) and comes back to the parent as an error.
+own ``COMM_WORLD``, and child 0 sends the fitted estimator back. An exception in any child
+reaches every child (:func:`collectives.check`) and comes back to the parent as
+:class:`collectives.RankError`; children leave on their own if the parent dies. A child
+that crashes outright (killed, out of memory) makes MPI's process manager end the parent
+too: that is how MPI treats a spawned job that aborts.
 """
 
 import os
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -41,7 +45,7 @@ def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
     from mpi4py import MPI
     from mpi4py.util import pkl5
 
-    X, y, sample_weight, _ = estimator._validate_fit_data(
+    X, y, sample_weight, _, _ = estimator._validate_fit_data(
         X, y, sample_weight, reset=not hasattr(estimator, "coef_")
     )
     if not sp.issparse(X):
@@ -50,11 +54,20 @@ def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
     child = estimator.__class__.__new__(estimator.__class__)
     child.__dict__.update(estimator.__dict__)
     child.n_jobs = None
+    try:  # fail here, before any process starts, on what cannot travel
+        pickle.dumps((child, method, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise TypeError(
+            f"n_jobs={n_jobs} sends the estimator and the fit arguments to other "
+            f"processes, but they cannot be pickled: {exc}"
+        ) from exc
     _ensure_mpiexec_on_path()
     inter = MPI.COMM_SELF.Spawn(sys.executable, args=["-m", CHILD], maxprocs=n_jobs)
     channel = pkl5.Intercomm(inter)
     try:
-        channel.bcast((child, method, kwargs, sys.path), root=MPI.ROOT)
+        # first what the children need to unpickle the rest
+        channel.bcast((os.getpid(), sys.path), root=MPI.ROOT)
+        channel.bcast((child, method, kwargs), root=MPI.ROOT)
         bounds = row_blocks(X.shape[0], n_jobs)
         for rank in range(n_jobs):
             start, stop = bounds[rank], bounds[rank + 1]

@@ -166,6 +166,8 @@ class Epoch:
     rows: int
     stats: Stats = field(default_factory=Stats)
     dense_bytes: int = 0  # what a dense allreduce would have sent over the same steps
+    step_entries: int | None = None  # nonzeros of this rank's steps (None: never formed)
+    sent_entries: int | None = None  # ... of what it sent of them (fewer with TopK)
     validation_score: float | None = None
 
     def as_dict(self):
@@ -263,6 +265,7 @@ class _Epochs:
             )
         batch = self.setup.batch_size
         loss_sum = 0.0
+        self.step_entries = self.sent_entries = 0
         for step in range(self.steps):
             rows = order[step * batch : (step + 1) * batch]
             rows_in_step = int(np.clip(self.counts - step * batch, 0, batch).sum())
@@ -299,8 +302,10 @@ class _Epochs:
             setup.size,
             check=False,
         )
+        self.step_entries += vec.nnz
         if setup.compression == "topk":
             vec = _compress(vec, setup, w)
+        self.sent_entries += vec.nnz
         total = collectives.allreduce(vec, self.comm, algorithm=setup.algorithm, stats=stats)
         if isinstance(total, np.ndarray):
             total = SparseVector.from_dense(total)
@@ -375,6 +380,8 @@ def train(
             validation_score=(
                 validation_score(sums[2:], setup) if validation is not None else None
             ),
+            step_entries=None if epochs.local else epochs.step_entries,
+            sent_entries=None if epochs.local else epochs.sent_entries,
         )
         history.append(record)
         if setup.verbose and rank == 0:

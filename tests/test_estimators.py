@@ -1,0 +1,254 @@
+"""The estimators in this process: accuracy against scikit-learn, inputs, errors, options."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import sparse
+from scipy.special import expit
+from sklearn.datasets import load_svmlight_file, make_classification, make_regression
+from sklearn.linear_model import SGDClassifier, SGDRegressor
+
+from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
+from sparcml_apps.datasets import make_url_like
+
+LIBSVM = Path(__file__).resolve().parents[2] / "shared" / "data" / "libsvm"
+needs_a9a = pytest.mark.skipif(
+    not (LIBSVM / "a9a").exists(), reason=f"the a9a files are not in {LIBSVM}"
+)
+SEEDS = range(10)
+
+
+@pytest.fixture(scope="module")
+def a9a():
+    X, y = load_svmlight_file(LIBSVM / "a9a", n_features=123)
+    Xt, yt = load_svmlight_file(LIBSVM / "a9a.t", n_features=123)
+    return X, y, Xt, yt
+
+
+def int32_indices(X):
+    X = X.copy()
+    X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    return X
+
+
+@needs_a9a
+@pytest.mark.parametrize(("loss", "figure"), [("log_loss", 0.847), ("hinge", 0.844)])
+def test_a9a_accuracy_matches_scikit_learn(a9a, loss, figure):
+    X, y, Xt, yt = a9a
+    ours = [SparseSGDClassifier(loss=loss, random_state=s).fit(X, y).score(Xt, yt) for s in SEEDS]
+    theirs = [
+        SGDClassifier(loss=loss, random_state=s).fit(int32_indices(X), y).score(Xt, yt)
+        for s in SEEDS
+    ]
+    # a single SGD run varies by about half a point with the seed: compare the means
+    assert np.mean(ours) >= np.mean(theirs) - 0.0025, (ours, theirs)
+    averaged = SparseSGDClassifier(loss=loss, average=True, random_state=0).fit(X, y)
+    assert averaged.score(Xt, yt) >= figure + 0.002
+
+
+@needs_a9a
+def test_topk_with_error_feedback_keeps_a9a_accuracy(a9a):
+    X, y, Xt, yt = a9a
+
+    def mean_accuracy(**options):
+        return np.mean(
+            [
+                SparseSGDClassifier(loss="log_loss", random_state=s, **options)
+                .fit(X, y)
+                .score(Xt, yt)
+                for s in range(5)
+            ]
+        )
+
+    exact = mean_accuracy()
+    # 1% of 123 weights: one weight a step
+    with_feedback = mean_accuracy(compression="topk", topk=0.01)
+    without = mean_accuracy(compression="topk", topk=0.01, error_feedback=False)
+    assert with_feedback >= exact - 0.005
+    assert without < with_feedback - 0.005
+
+
+def test_topk_with_error_feedback_keeps_url_like_accuracy():
+    # url's statistics on 200,000 columns: 1% of the weights is fewer than a step touches
+    X, y = make_url_like(60_000, n_features=200_000, random_state=0)
+    X, y, Xt, yt = X[:50_000], y[:50_000], X[50_000:], y[50_000:]
+    options = dict(loss="log_loss", batch_size=128, max_iter=5, tol=None, random_state=0)
+    exact = SparseSGDClassifier(**options).fit(X, y).score(Xt, yt)
+    topk = SparseSGDClassifier(compression="topk", topk=0.01, **options).fit(X, y)
+    for record in topk.comm_stats_:
+        assert record["sent_entries"] < 0.5 * record["step_entries"]
+    assert topk.score(Xt, yt) >= exact - 0.005
+
+
+def test_same_seed_same_model_bit_for_bit():
+    X, y = make_classification(n_samples=500, n_features=30, random_state=0)
+    for options in ({}, {"compression": "topk", "topk": 0.2}, {"average": True}):
+        first = SparseSGDClassifier(random_state=3, **options).fit(X, y)
+        again = SparseSGDClassifier(random_state=3, **options).fit(X, y)
+        other = SparseSGDClassifier(random_state=4, **options).fit(X, y)
+        assert first.coef_.tobytes() == again.coef_.tobytes()
+        assert first.intercept_.tobytes() == again.intercept_.tobytes()
+        assert first.coef_.tobytes() != other.coef_.tobytes()
+
+
+def test_every_input_format_gives_the_same_model():
+    X, y = make_classification(n_samples=300, n_features=20, random_state=1)
+    X[np.abs(X) < 1] = 0
+    csr = sp.csr_matrix(X)
+    wide = csr.copy()
+    wide.indices, wide.indptr = wide.indices.astype(np.int64), wide.indptr.astype(np.int64)
+    forms = [csr, wide, csr.tocsc(), csr.tocoo(), sparse.COO.from_scipy_sparse(csr),
+             sparse.GCXS.from_scipy_sparse(csr)]  # fmt: skip
+    coefs = [SparseSGDClassifier(random_state=0).fit(f, y).coef_.tobytes() for f in forms]
+    assert len(set(coefs)) == 1
+    model = SparseSGDClassifier(random_state=0).fit(csr, y)
+    np.testing.assert_array_equal(model.predict(wide), model.predict(X))
+    # scikit-learn's own SGD refuses the int64 indices its svmlight loader produces
+    with pytest.raises(ValueError, match="32-bit integer indices"):
+        SGDClassifier().fit(wide, y)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float32_and_float64(dtype):
+    X, y = make_classification(n_samples=400, n_features=20, random_state=2)
+    model = SparseSGDClassifier(random_state=0).fit(sp.csr_matrix(X.astype(dtype)), y)
+    assert model.score(X, y) > 0.8
+    assert model.coef_.dtype == np.float64
+
+
+def test_multiclass_one_vs_rest_in_one_vector():
+    X, y = make_classification(
+        n_samples=1500, n_features=30, n_informative=12, n_classes=4, random_state=0
+    )
+    train, test = slice(0, 1000), slice(1000, None)
+    ours = SparseSGDClassifier(loss="log_loss", random_state=0).fit(X[train], y[train])
+    theirs = SGDClassifier(loss="log_loss", random_state=0).fit(X[train], y[train])
+    assert ours.coef_.shape == (4, 30) and ours.intercept_.shape == (4,)
+    assert ours.score(X[test], y[test]) >= theirs.score(X[test], y[test]) - 0.03
+    proba = ours.predict_proba(X[test])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    expected = expit(ours.decision_function(X[test]))
+    np.testing.assert_allclose(proba, expected / expected.sum(axis=1, keepdims=True))
+
+
+def test_string_labels_and_binary_probabilities():
+    X, y = make_classification(n_samples=400, n_features=10, random_state=3)
+    labels = np.array(["spam", "ham"])[y]
+    model = SparseSGDClassifier(loss="log_loss", random_state=0).fit(X, labels)
+    assert list(model.classes_) == ["ham", "spam"]
+    scores = model.decision_function(X)
+    np.testing.assert_allclose(model.predict_proba(X)[:, 1], expit(scores))
+    np.testing.assert_array_equal(model.predict(X), np.where(scores > 0, "spam", "ham"))
+    huber = SparseSGDClassifier(loss="modified_huber", random_state=0).fit(X, labels)
+    np.testing.assert_allclose(
+        huber.predict_proba(X)[:, 1], (np.clip(huber.decision_function(X), -1, 1) + 1) / 2
+    )
+    with pytest.raises(AttributeError, match="has no attribute 'predict_proba'") as error:
+        SparseSGDClassifier().fit(X, labels).predict_proba(X)
+    assert "not available for loss='hinge'" in str(error.value.__cause__)
+
+
+@pytest.mark.parametrize("loss", ["squared_error", "huber", "epsilon_insensitive"])
+def test_regressor_matches_scikit_learn(loss):
+    X, y = make_regression(n_samples=2000, n_features=20, noise=5.0, random_state=0)
+    y = y / y.std()
+    ours = SparseSGDRegressor(loss=loss, random_state=0).fit(X[:1500], y[:1500])
+    theirs = SGDRegressor(loss=loss, random_state=0).fit(X[:1500], y[:1500])
+    assert ours.score(X[1500:], y[1500:]) >= theirs.score(X[1500:], y[1500:]) - 0.02
+
+
+def test_l1_zeroes_weights_that_l2_keeps():
+    X, y = make_classification(
+        n_samples=1000, n_features=50, n_informative=5, n_redundant=0, random_state=0
+    )
+    l1 = SparseSGDClassifier(penalty="l1", alpha=0.01, random_state=0).fit(X, y)
+    l2 = SparseSGDClassifier(penalty="l2", alpha=0.01, random_state=0).fit(X, y)
+    assert np.sum(l1.coef_ == 0) >= 20
+    assert np.sum(l2.coef_ == 0) == 0
+    l1.sparsify()
+    assert sp.issparse(l1.coef_)
+    np.testing.assert_array_equal(l1.predict(X), l1.densify().predict(X))
+
+
+def test_partial_fit_epochs_equal_fit_epochs():
+    X, y = make_classification(n_samples=300, n_features=10, random_state=0)
+    fitted = SparseSGDClassifier(max_iter=3, tol=None, random_state=0).fit(X, y)
+    stepped = SparseSGDClassifier(random_state=0)
+    for _ in range(3):
+        stepped.partial_fit(X, y, classes=np.unique(y))
+    assert fitted.coef_.tobytes() == stepped.coef_.tobytes()
+    assert fitted.t_ == stepped.t_ == 3 * 300 + 1
+
+
+def test_comm_stats_and_verbose(capsys):
+    X, y = make_classification(n_samples=200, n_features=5, random_state=0)
+    model = SparseSGDClassifier(max_iter=4, tol=None, verbose=1).fit(X, y)
+    assert [record["epoch"] for record in model.comm_stats_] == [1, 2, 3, 4]
+    assert all(record["rows"] == 200 and record["loss"] > 0 for record in model.comm_stats_)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and lines[0].startswith("-- Epoch 1: loss")
+
+
+def test_early_stopping_uses_a_validation_score():
+    X, y = make_classification(n_samples=2000, n_features=20, random_state=0)
+    model = SparseSGDClassifier(early_stopping=True, random_state=0).fit(X, y)
+    scores = [record["validation_score"] for record in model.comm_stats_]
+    assert all(0.5 < score <= 1 for score in scores)
+    assert model.n_iter_ < 1000
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (lambda X, y: (np.where(X == X[0, 0], np.nan, X), y), ValueError, "Input X contains NaN"),
+        (lambda X, y: (np.where(X == X[0, 0], np.inf, X), y), ValueError, "infinity"),
+        (lambda X, y: (X, np.zeros_like(y)), ValueError, "got 1 class"),
+        (lambda X, y: (X, np.array(["a", 1] * 50, dtype=object)), ValueError, "Mix of label"),
+        (lambda X, y: (X, y + 0.5), ValueError, "Unknown label type"),
+    ],
+)
+def test_bad_data_is_named(change, error, message):
+    X, y = make_classification(n_samples=100, n_features=5, random_state=0)
+    X, y = change(X, y)
+    with pytest.raises(error, match=message):
+        SparseSGDClassifier().fit(X, y)
+
+
+def test_bad_sample_weight_and_predict_width():
+    X, y = make_classification(n_samples=100, n_features=5, random_state=0)
+    with pytest.raises(ValueError, match="Negative values in data passed to `sample_weight`"):
+        SparseSGDClassifier().fit(X, y, sample_weight=-np.ones(100))
+    model = SparseSGDClassifier().fit(X, y)
+    with pytest.raises(
+        ValueError, match="X has 4 features, but SparseSGDClassifier is expecting 5"
+    ):
+        model.predict(X[:, :4])
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"alpha": -1}, "The 'alpha' parameter of SparseSGDClassifier must be"),
+        ({"batch_size": 0}, "The 'batch_size' parameter of SparseSGDClassifier must be"),
+        ({"topk": 1.5}, "The 'topk' parameter of SparseSGDClassifier must be"),
+        ({"compression": "qsgd"}, "The 'compression' parameter of SparseSGDClassifier must be"),
+        ({"allreduce": "ring"}, "The 'allreduce' parameter of SparseSGDClassifier must be"),
+        ({"learning_rate": "constant", "eta0": 0}, "'eta0' parameter .* must be > 0"),
+        ({"alpha": 0}, "'alpha' parameter .* must be > 0 with learning_rate='optimal'"),
+        ({"comm": "world"}, "The 'comm' parameter of SparseSGDClassifier must be"),
+    ],
+)
+def test_bad_parameters_are_named(params, message):
+    X, y = make_classification(n_samples=50, n_features=5, random_state=0)
+    with pytest.raises(ValueError, match=message):
+        SparseSGDClassifier(**params).fit(X, y)
+
+
+def test_comm_and_n_jobs_together_are_refused():
+    from mpi4py import MPI
+
+    X, y = make_classification(n_samples=50, n_features=5, random_state=0)
+    with pytest.raises(ValueError, match="either on the ranks of 'comm' or on 'n_jobs'"):
+        SparseSGDClassifier(comm=MPI.COMM_SELF, n_jobs=2).fit(X, y)

@@ -1,0 +1,96 @@
+"""The estimators on several ranks: under mpiexec (SPMD) and on spawned processes."""
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from estimator_helpers import fail_on_rank1_at_epoch2
+from mpirun import run_mpi
+from sklearn.datasets import load_svmlight_file, make_classification
+
+import collectives
+from sparcml_apps import SparseSGDClassifier
+
+LIBSVM = Path(__file__).resolve().parents[2] / "shared" / "data" / "libsvm"
+needs_a9a = pytest.mark.skipif(
+    not (LIBSVM / "a9a").exists(), reason=f"the a9a files are not in {LIBSVM}"
+)
+pytestmark = pytest.mark.usefixtures("compiled_kernels")
+
+
+def spmd_models(tmp_path, nprocs, seeds, *options):
+    output = tmp_path / f"models_{nprocs}.npz"
+    run_mpi(
+        "fit_spmd.py", nprocs, LIBSVM / "a9a", 123, output, ",".join(map(str, seeds)),
+        *options, timeout=600,
+    )  # fmt: skip
+    saved = np.load(output)
+    return [saved[f"model_{seed}"] for seed in seeds]
+
+
+def accuracy(model_vector, X, y):
+    coef, intercept = model_vector[:-1], model_vector[-1]
+    return np.mean(np.where(X @ coef + intercept > 0, 1.0, -1.0) == y)
+
+
+@needs_a9a
+@pytest.mark.parametrize("loss", ["log_loss", "hinge"])
+def test_four_ranks_reach_the_in_process_accuracy(tmp_path, loss):
+    X, y = load_svmlight_file(LIBSVM / "a9a", n_features=123)
+    Xt, yt = load_svmlight_file(LIBSVM / "a9a.t", n_features=123)
+    seeds = range(4)
+    # the script exits non-zero unless every rank holds the same model, bit for bit
+    spread = spmd_models(tmp_path, 4, seeds, f"loss={loss!r}")
+    together = np.mean([accuracy(m, Xt, yt) for m in spread])
+    alone = np.mean(
+        [SparseSGDClassifier(loss=loss, random_state=s).fit(X, y).score(Xt, yt) for s in seeds]
+    )
+    # spreading the rows over ranks must not cost more than 0.3 points
+    assert together >= alone - 0.003, (together, alone)
+
+
+@needs_a9a
+def test_n_jobs_equals_mpiexec_bit_for_bit(tmp_path):
+    X, y = load_svmlight_file(LIBSVM / "a9a", n_features=123)
+    first, again = (spmd_models(tmp_path, 2, [7], "loss='log_loss'")[0] for _ in range(2))
+    assert first.tobytes() == again.tobytes()
+    spawned = SparseSGDClassifier(loss="log_loss", random_state=7, n_jobs=2).fit(X, y)
+    assert np.concatenate([spawned.coef_.ravel(), spawned.intercept_]).tobytes() == (
+        first.tobytes()
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "culprit", "message"),
+    [
+        ("callback", 1, "RuntimeError: rank 1 gives up at epoch 2"),
+        ("data", 2, "ValueError: Input X contains NaN"),
+    ],
+)
+def test_a_failing_rank_stops_every_rank(case, culprit, message):
+    begin = time.monotonic()
+    result = run_mpi("fit_failing.py", 4, case, timeout=60)
+    assert time.monotonic() - begin < 30
+    for rank, out in enumerate(result.stdout):
+        if rank == culprit:
+            assert out.startswith(message), result.report()
+        else:
+            assert out.startswith(f"RankError: rank {culprit} failed: {message}"), out
+
+
+def test_a_failing_spawned_process_reaches_the_parent():
+    X, y = make_classification(n_samples=3000, n_features=20, random_state=0)
+    model = SparseSGDClassifier(n_jobs=3, callback=fail_on_rank1_at_epoch2, max_iter=50, tol=None)
+    begin = time.monotonic()
+    with pytest.raises(collectives.RankError, match="rank 1 failed: RuntimeError: rank 1 gives"):
+        model.fit(X, y)
+    assert time.monotonic() - begin < 30
+    assert not hasattr(model, "coef_")
+
+
+def test_what_cannot_travel_to_spawned_processes_fails_before_they_start():
+    X, y = make_classification(n_samples=100, n_features=5, random_state=0)
+    model = SparseSGDClassifier(n_jobs=2, callback=lambda estimator, record: None)
+    with pytest.raises(TypeError, match="n_jobs=2 sends the estimator .* cannot be pickled"):
+        model.fit(X, y)
