@@ -49,70 +49,43 @@ RENORMALIZE_BELOW = 1e-9  # a wscale below this is folded into v
 
 
 @njit(cache=True, nogil=True)
-def dloss(code, p, y, param):
-    """The derivative of the loss with respect to the prediction ``p``."""
-    if code == 0:
-        return -y if p * y <= 1.0 else 0.0
-    if code == 1:
+def loss_and_slope(code, p, y, param):
+    """The loss of predicting ``p`` for target ``y``, and its derivative in ``p``."""
+    if code == 0:  # hinge
+        z = p * y
+        return (1.0 - z, -y) if z <= 1.0 else (0.0, 0.0)
+    if code == 1:  # log_loss
         z = p * y
         if z > 18.0:
-            return -y * np.exp(-z)
+            e = np.exp(-z)
+            return e, -y * e
         if z < -18.0:
-            return -y
-        return -y / (np.exp(z) + 1.0)
-    if code == 2:
+            return -z, -y
+        e = np.exp(-z)
+        return np.log1p(e), -y * e / (1.0 + e)
+    if code == 2:  # squared_hinge
         z = 1.0 - p * y
-        return -2.0 * y * z if z > 0.0 else 0.0
-    if code == 3:
+        return (z * z, -2.0 * y * z) if z > 0.0 else (0.0, 0.0)
+    if code == 3:  # modified_huber
         z = p * y
         if z >= 1.0:
-            return 0.0
+            return 0.0, 0.0
         if z >= -1.0:
-            return -2.0 * (1.0 - z) * y
-        return -4.0 * y
+            return (1.0 - z) ** 2, -2.0 * (1.0 - z) * y
+        return -4.0 * z, -4.0 * y
     r = p - y
-    if code == 4:
-        return r
-    if code == 5:
+    if code == 4:  # squared_error
+        return 0.5 * r * r, r
+    if code == 5:  # huber
         if abs(r) <= param:
-            return r
-        return param if r > 0.0 else -param
+            return 0.5 * r * r, r
+        return param * abs(r) - 0.5 * param * param, (param if r > 0.0 else -param)
+    # epsilon_insensitive
     if -r > param:
-        return -1.0
+        return -r - param, -1.0
     if r > param:
-        return 1.0
-    return 0.0
-
-
-@njit(cache=True, nogil=True)
-def loss(code, p, y, param):
-    """The loss of predicting ``p`` for target ``y``."""
-    if code == 0:
-        return max(0.0, 1.0 - p * y)
-    if code == 1:
-        z = p * y
-        if z > 18.0:
-            return np.exp(-z)
-        if z < -18.0:
-            return -z
-        return np.log1p(np.exp(-z))
-    if code == 2:
-        return max(0.0, 1.0 - p * y) ** 2
-    if code == 3:
-        z = p * y
-        if z >= 1.0:
-            return 0.0
-        if z >= -1.0:
-            return (1.0 - z) ** 2
-        return -4.0 * z
-    r = p - y
-    if code == 4:
-        return 0.5 * r * r
-    if code == 5:
-        if abs(r) <= param:
-            return 0.5 * r * r
-        return param * abs(r) - 0.5 * param * param
-    return max(0.0, abs(r) - param)
+        return r - param, 1.0
+    return 0.0, 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -165,11 +138,11 @@ def rate(params, state):
 
 
 @njit(cache=True, nogil=True)
-def row_coefs(
+def batch_coefs(
     indptr,
     indices,
     data,
-    row,
+    rows,
     y,
     row_weight,
     pos_weight,
@@ -180,32 +153,31 @@ def row_coefs(
     intercept,
     eta,
     coefs,
-    at,
 ):
-    """``coefs[at, c]`` = eta * weight * dloss of ``row`` for output ``c``; returns its loss.
-
-    The prediction is made with the weights as they are (before the step's updates).
-    """
+    """``coefs[c, r]`` = eta * weight * dloss of row ``rows[r]`` for output ``c``, all
+    predicted with the weights as they are; returns the rows' summed (weighted) loss."""
     n_features = int(params[N_FEATURES])
-    n_out = int(params[N_OUT])
     code = int(params[LOSS])
     multiclass = params[MULTICLASS] > 0
-    total_loss = 0.0
-    for c in range(n_out):
-        base = np.uint64(c * n_features)  # unsigned indexing: no negative-index test
-        dot = 0.0
-        for k in range(indptr[row], indptr[row + 1]):
-            dot += data[k] * v[base + indices[k]]
-        p = state[WSCALE] * dot + intercept[c]
-        if multiclass:
-            target = 1.0 if y[row] == c else -1.0
-        else:
+    wscale = state[WSCALE]
+    loss_sum = 0.0
+    for c in range(int(params[N_OUT])):
+        shift = np.uint64(c * n_features)  # unsigned indexing: no negative-index test
+        for r in range(rows.size):
+            row = rows[r]
+            dot = 0.0
+            for k in range(indptr[row], indptr[row + 1]):
+                dot += data[k] * v[shift + indices[k]]
             target = y[row]
-        weight = row_weight[row] * (pos_weight[c] if target > 0 else neg_weight[c])
-        total_loss += weight * loss(code, p, target, params[LOSS_PARAM])
-        g = min(max(dloss(code, p, target, params[LOSS_PARAM]), -MAX_DLOSS), MAX_DLOSS)
-        coefs[at, c] = eta * weight * g
-    return total_loss
+            if multiclass:
+                target = 1.0 if target == c else -1.0
+            weight = row_weight[row] * (pos_weight[c] if target > 0 else neg_weight[c])
+            value, slope = loss_and_slope(
+                code, wscale * dot + intercept[c], target, params[LOSS_PARAM]
+            )
+            loss_sum += weight * value
+            coefs[c, r] = eta * weight * min(max(slope, -MAX_DLOSS), MAX_DLOSS)
+    return loss_sum
 
 
 @njit(cache=True, nogil=True)
@@ -238,35 +210,31 @@ def batch_gradient(
     """
     n_features = int(params[N_FEATURES])
     n_out = int(params[N_OUT])
+    coefs = np.empty((n_out, rows.size))
+    loss_sum = batch_coefs(
+        indptr,
+        indices,
+        data,
+        rows,
+        y,
+        row_weight,
+        pos_weight,
+        neg_weight,
+        params,
+        state,
+        v,
+        intercept,
+        eta,
+        coefs,
+    )
     found = 0
-    loss_sum = 0.0
-    coefs = np.empty((1, n_out))
-    intercept_step = np.zeros(n_out)
     for r in range(rows.size):
-        row = rows[r]
-        loss_sum += row_coefs(
-            indptr,
-            indices,
-            data,
-            row,
-            y,
-            row_weight,
-            pos_weight,
-            neg_weight,
-            params,
-            state,
-            v,
-            intercept,
-            eta,
-            coefs,
-            0,
-        )
         active = False
         for c in range(n_out):
-            intercept_step[c] += coefs[0, c]
-            active = active or coefs[0, c] != 0.0
+            active = active or coefs[c, r] != 0.0
         if not active:
             continue
+        row = rows[r]
         for k in range(indptr[row], indptr[row + 1]):
             col = indices[k]
             s = slot[col]
@@ -278,7 +246,7 @@ def batch_gradient(
                 for c in range(n_out):
                     acc[s * n_out + c] = 0.0
             for c in range(n_out):
-                acc[s * n_out + c] += coefs[0, c] * data[k]
+                acc[s * n_out + c] += coefs[c, r] * data[k]
     sort_keys(cols, found, out_idx)
     n = 0
     for c in range(n_out):
@@ -293,9 +261,10 @@ def batch_gradient(
         slot[cols[i]] = -1
     if params[FIT_INTERCEPT] > 0:
         for c in range(n_out):
-            if intercept_step[c] != 0.0:
+            step = coefs[c].sum()
+            if step != 0.0:
                 out_idx[n] = n_out * n_features + c
-                out_val[n] = intercept_step[c]
+                out_val[n] = step
                 n += 1
     return n, loss_sum
 
@@ -387,50 +356,54 @@ def local_epoch(
     """
     n_features = int(params[N_FEATURES])
     n_out = int(params[N_OUT])
-    coefs = np.empty((batch, n_out))
+    coefs = np.empty((n_out, batch))
+    decay = params[INTERCEPT_DECAY] if params[FIT_INTERCEPT] > 0 else 0.0
     loss_sum = 0.0
     for start in range(0, order.size, batch):
         rows = order[start : start + batch]
         eta = rate(params, state)
-        for r in range(rows.size):
-            loss_sum += row_coefs(
-                indptr,
-                indices,
-                data,
-                rows[r],
-                y,
-                row_weight,
-                pos_weight,
-                neg_weight,
-                params,
-                state,
-                v,
-                intercept,
-                eta,
-                coefs,
-                r,
-            )
+        loss_sum += batch_coefs(
+            indptr,
+            indices,
+            data,
+            rows,
+            y,
+            row_weight,
+            pos_weight,
+            neg_weight,
+            params,
+            state,
+            v,
+            intercept,
+            eta,
+            coefs,
+        )
         begin_step(params, state, v, eta, rows.size, offsets, base)
         plain = params[L1] == 0.0 and state[AVERAGE_SUM] < 0.0
         scale = 1.0 / state[WSCALE]
-        for r in range(rows.size):
-            row = rows[r]
-            for c in range(n_out):
-                coef = coefs[r, c]
+        for c in range(n_out):
+            shift = np.uint64(c * n_features)
+            for r in range(rows.size):
+                coef = coefs[c, r]
                 if coef == 0.0:
                     continue
-                if params[FIT_INTERCEPT] > 0:
-                    intercept[c] -= coef * params[INTERCEPT_DECAY]
-                shift = np.uint64(c * n_features)
+                intercept[c] -= coef * decay
+                row = rows[r]
                 if plain:  # the common case, without per-weight bookkeeping
                     step = coef * scale
                     for k in range(indptr[row], indptr[row + 1]):
                         v[shift + indices[k]] -= step * data[k]
-                    continue
-                for k in range(indptr[row], indptr[row + 1]):
-                    update_weight(
-                        shift + indices[k], coef * data[k], params, state, v, l1_applied, offsets
-                    )
+                else:
+                    for k in range(indptr[row], indptr[row + 1]):
+                        update_weight(
+                            shift + indices[k],
+                            coef * data[k],
+                            params,
+                            state,
+                            v,
+                            l1_applied,
+                            offsets,
+                        )
         end_step(state, intercept, average_intercept, rows.size)
     return loss_sum
 

@@ -82,7 +82,7 @@ class Setup:
         params[K.ALPHA] = self.alpha
         if self.learning_rate == "optimal":
             typical = math.sqrt(1.0 / math.sqrt(self.alpha))
-            slope = abs(K.dloss(K.LOSSES[self.loss], -typical, 1.0, self.loss_param))
+            slope = abs(K.loss_and_slope(K.LOSSES[self.loss], -typical, 1.0, self.loss_param)[1])
             params[K.T0] = full_step_rows / (typical / max(1.0, slope) * self.alpha)
         params[K.L2] = self.l2
         params[K.L1] = self.l1
@@ -225,11 +225,18 @@ def _compress(vec, setup, weights):
     )
 
 
+def _unsigned(array):
+    """The same non-negative integers, unsigned: compiled indexing then skips the test
+    for negative indices (a fifth of the time of a step)."""
+    return array.view(np.uint32 if array.itemsize == 4 else np.uint64)
+
+
 class _Epochs:
     """The steps of epochs on every rank of ``comm`` over this rank's rows."""
 
     def __init__(self, X, y, row_weight, setup, weights, comm):
         self.X, self.y, self.row_weight = X, y, row_weight
+        self.indptr, self.indices = _unsigned(X.indptr), _unsigned(X.indices)
         self.setup, self.weights, self.comm = setup, weights, comm
         nprocs = comm.Get_size()
         self.counts = np.empty(nprocs, np.int64)
@@ -245,8 +252,8 @@ class _Epochs:
         X, w = self.X, self.weights
         if self.local:
             return K.local_epoch(
-                X.indptr,
-                X.indices,
+                self.indptr,
+                self.indices,
                 X.data,
                 order,
                 self.setup.batch_size,
@@ -277,8 +284,8 @@ class _Epochs:
         X, w, b, setup = self.X, self.weights, self.buffers, self.setup
         eta = K.rate(self.params, w.state)
         n, loss_sum = K.batch_gradient(
-            X.indptr,
-            X.indices,
+            self.indptr,
+            self.indices,
             X.data,
             rows,
             self.y,
