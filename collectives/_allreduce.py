@@ -128,12 +128,9 @@ def _steps(wire, vec, algorithm, out, error):
     """The whole allreduce as a generator: agreement, choice, algorithm, output form."""
     max_nnz = yield from _agree(wire, vec, algorithm, error)
     if algorithm == "auto":
-        algorithm = cost_model.choose(
-            wire.size,
-            vec.size,
-            max_nnz,
-            value_itemsize=vec.dtype.itemsize,
-            index_itemsize=np.dtype(np.uint32 if vec.size < 2**32 else np.uint64).itemsize,
+        index_itemsize = 4 if vec.size < 2**32 else 8
+        algorithm = cost_model.choose_quickly(
+            wire.size, vec.size, max_nnz, vec.dtype.itemsize, index_itemsize
         )
     if algorithm != "dense" and isinstance(vec, np.ndarray):
         vec = SparseVector.from_dense(vec)

@@ -194,7 +194,6 @@ def batch_gradient(
     state,
     v,
     intercept,
-    eta,
     slot,
     cols,
     acc,
@@ -204,12 +203,14 @@ def batch_gradient(
     """The step ``eta * gradient`` of the batch ``rows`` as a sparse vector; and its loss.
 
     Writes sorted flat indices (``c * n_features + column``, then the intercepts at
-    ``n_out * n_features + c``) and values to ``out_idx``/``out_val``; returns their count
-    and the batch's summed (weighted) loss. ``slot`` (all -1, length ``n_features``) maps a
-    column to its place in ``acc``; it is all -1 again on return.
+    ``n_out * n_features + c``) and values to ``out_idx``/``out_val``; returns their count,
+    the batch's summed (weighted) loss and the rate ``eta`` at the current sample time.
+    ``slot`` (all -1, length ``n_features``) maps a column to its place in ``acc``; it is
+    all -1 again on return.
     """
     n_features = int(params[N_FEATURES])
     n_out = int(params[N_OUT])
+    eta = rate(params, state)
     coefs = np.empty((n_out, rows.size))
     loss_sum = batch_coefs(
         indptr,
@@ -266,7 +267,7 @@ def batch_gradient(
                 out_idx[n] = n_out * n_features + c
                 out_val[n] = step
                 n += 1
-    return n, loss_sum
+    return n, loss_sum, eta
 
 
 @njit(cache=True, nogil=True)
@@ -321,12 +322,38 @@ def end_step(state, intercept, average_intercept, rows_in_step):
 def apply_step(idx, val, params, state, v, intercept, l1_applied, offsets):
     """Subtract the summed step ``(idx, val)`` (weights, then intercepts) from the model."""
     n_weights = v.size
-    for e in range(idx.size):
-        j = idx[e]
-        if j >= n_weights:
-            intercept[j - n_weights] -= val[e] * params[INTERCEPT_DECAY]
-        else:
-            update_weight(j, val[e], params, state, v, l1_applied, offsets)
+    end = idx.size
+    while end > 0 and idx[end - 1] >= n_weights:  # the intercepts come last
+        end -= 1
+        intercept[idx[end] - n_weights] -= val[end] * params[INTERCEPT_DECAY]
+    if params[L1] == 0.0 and state[AVERAGE_SUM] < 0.0:  # without per-weight bookkeeping
+        scale = 1.0 / state[WSCALE]
+        for e in range(end):
+            v[idx[e]] -= val[e] * scale
+    else:
+        for e in range(end):
+            update_weight(idx[e], val[e], params, state, v, l1_applied, offsets)
+
+
+@njit(cache=True, nogil=True)
+def take_step(
+    idx,
+    val,
+    eta,
+    rows_in_step,
+    params,
+    state,
+    v,
+    intercept,
+    l1_applied,
+    offsets,
+    base,
+    average_intercept,
+):
+    """One whole step of the model: shrink, the summed update ``(idx, val)``, bookkeeping."""
+    begin_step(params, state, v, eta, rows_in_step, offsets, base)
+    apply_step(idx, val, params, state, v, intercept, l1_applied, offsets)
+    end_step(state, intercept, average_intercept, rows_in_step)
 
 
 @njit(cache=True, nogil=True)

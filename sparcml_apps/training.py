@@ -282,8 +282,7 @@ class _Epochs:
     def step(self, rows, rows_in_step, stats):
         """One lock-step SGD step over ``rows``; this rank's summed loss over them."""
         X, w, b, setup = self.X, self.weights, self.buffers, self.setup
-        eta = K.rate(self.params, w.state)
-        n, loss_sum = K.batch_gradient(
+        n, loss_sum, eta = K.batch_gradient(
             self.indptr,
             self.indices,
             X.data,
@@ -296,7 +295,6 @@ class _Epochs:
             w.state,
             w.v,
             w.intercept,
-            eta,
             b.slot,
             b.cols,
             b.acc,
@@ -316,18 +314,20 @@ class _Epochs:
         total = collectives.allreduce(vec, self.comm, algorithm=setup.algorithm, stats=stats)
         if isinstance(total, np.ndarray):
             total = SparseVector.from_dense(total)
-        K.begin_step(self.params, w.state, w.v, eta, rows_in_step, w.offsets, w.base)
-        K.apply_step(
+        K.take_step(
             total.indices,
             total.values,
+            eta,
+            rows_in_step,
             self.params,
             w.state,
             w.v,
             w.intercept,
             w.l1_applied,
             w.offsets,
+            w.base,
+            w.average_intercept,
         )
-        K.end_step(w.state, w.intercept, w.average_intercept, rows_in_step)
         return loss_sum
 
 

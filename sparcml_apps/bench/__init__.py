@@ -5,5 +5,6 @@ Each benchmark is a module here with ``add_arguments(parser)`` and ``run(args)``
 
 BENCHMARKS = {
     "allreduce": "sparcml_apps.bench.allreduce",
+    "train": "sparcml_apps.bench.train",
     "parse": "sparcml_apps.bench.parse",
 }
