@@ -11,7 +11,10 @@ from ._kernels import accumulate, merge_add, merge_runs
 from ._vector import SparseVector
 from ._wire import displacements
 
-_INDICES, _VALUES = 0, 1  # tag offsets of the two messages of a sparse vector
+# tag offsets: the two messages of a sparse vector in recursive doubling, and in the two
+# phases of split_allgather
+_INDICES, _VALUES = 0, 1
+_RANGES, _REDUCED = 2, 4
 
 
 def split_bounds(size, nprocs):
@@ -93,37 +96,76 @@ def _reduce_range(runs_indices, runs_values, counts, lo, hi, dynamic):
     return indices, values
 
 
+def _swap_with_all(wire, outgoing, like, tag):
+    """Send ``outgoing[p] = (indices, values)`` to every other rank ``p`` and receive
+    theirs: direct messages, all in flight at once, sizes learnt by probing.
+
+    Returns the blocks of all ranks (this rank's own included) concatenated in rank
+    order, and each block's number of indices and of values.
+    """
+    nprocs, rank = wire.size, wire.rank
+    peers = [(rank + shift) % nprocs for shift in range(1, nprocs)]
+    requests = []
+    for peer in peers:
+        indices, values = outgoing[peer]
+        requests += [wire.isend(indices, peer, tag), wire.isend(values, peer, tag + 1)]
+    counts = np.zeros((nprocs, 2), np.int64)
+    counts[rank] = outgoing[rank][0].size, outgoing[rank][1].size
+    probes = {}
+    for peer in peers:
+        probes[peer] = (wire.probe(peer, tag), wire.probe(peer, tag + 1))
+        yield probes[peer][0]
+        yield probes[peer][1]
+        counts[peer] = (
+            probes[peer][0].count(like.indices.dtype),
+            probes[peer][1].count(like.values.dtype),
+        )
+    all_indices = np.empty(int(counts[:, 0].sum()), like.indices.dtype)
+    all_values = np.empty(int(counts[:, 1].sum()), like.values.dtype)
+    index_at, value_at = displacements(counts[:, 0]), displacements(counts[:, 1])
+
+    def block(owner):
+        return (
+            all_indices[index_at[owner] : index_at[owner] + counts[owner, 0]],
+            all_values[value_at[owner] : value_at[owner] + counts[owner, 1]],
+        )
+
+    for peer in peers:
+        indices, values = block(peer)
+        requests += [
+            wire.irecv_probed(probes[peer][0], indices),
+            wire.irecv_probed(probes[peer][1], values),
+        ]
+    own_indices, own_values = block(rank)
+    own_indices[:] = outgoing[rank][0]
+    own_values[:] = outgoing[rank][1]
+    yield requests
+    return all_indices, all_values, counts
+
+
 def split_allgather(wire, vec, dynamic=False):
     """SSAR_Split_allgather, or DSAR_Split_allgather when ``dynamic``.
 
     The index space splits into P ranges; a sparse reduce-scatter sends each range to its
     owner, which merges what it gets; an allgather then gives everyone every reduced range.
-    With ``dynamic``, a range denser than delta travels as a dense block.
+    With ``dynamic``, a range denser than delta travels as a dense block. Both phases are
+    direct messages between every pair of ranks, all in flight at once.
     """
     nprocs, rank, size = wire.size, wire.rank, vec.size
     bounds = split_bounds(size, nprocs)
-    sendcounts = np.diff(np.searchsorted(vec.indices, bounds)).astype(np.int64)
-    recvcounts = np.empty(nprocs, np.int64)
-    yield wire.alltoall(sendcounts, recvcounts)
-    total = int(recvcounts.sum())
-    runs_indices = np.empty(total, vec.indices.dtype)
-    runs_values = np.empty(total, vec.values.dtype)
-    yield [
-        wire.alltoallv(vec.indices, sendcounts, runs_indices, recvcounts),
-        wire.alltoallv(vec.values, sendcounts, runs_values, recvcounts),
+    cuts = np.searchsorted(vec.indices, bounds)
+    slices = [
+        (vec.indices[cuts[p] : cuts[p + 1]], vec.values[cuts[p] : cuts[p + 1]])
+        for p in range(nprocs)
     ]
+    runs_indices, runs_values, counts = yield from _swap_with_all(wire, slices, vec, _RANGES)
     lo, hi = bounds[rank], bounds[rank + 1]
-    indices, values = _reduce_range(runs_indices, runs_values, recvcounts, lo, hi, dynamic)
+    indices, values = _reduce_range(runs_indices, runs_values, counts[:, 0], lo, hi, dynamic)
     if indices is None:
         indices = runs_indices[:0]
-    counts = np.empty((nprocs, 2), np.int64)
-    yield wire.allgather(np.array([indices.size, values.size], np.int64), counts)
-    all_indices = np.empty(int(counts[:, 0].sum()), vec.indices.dtype)
-    all_values = np.empty(int(counts[:, 1].sum()), vec.values.dtype)
-    yield [
-        wire.allgatherv(indices, all_indices, np.ascontiguousarray(counts[:, 0])),
-        wire.allgatherv(values, all_values, np.ascontiguousarray(counts[:, 1])),
-    ]
+    all_indices, all_values, counts = yield from _swap_with_all(
+        wire, [(indices, values)] * nprocs, vec, _REDUCED
+    )
     dense_blocks = counts[:, 0] != counts[:, 1]
     if not dense_blocks.any():
         # the ranges are disjoint and in order: the concatenation is sorted

@@ -1,9 +1,10 @@
+import os
 import time
 
 import numpy as np
 from mpi4py import MPI
 
-from . import cost_model
+from . import cost_model, thresholds
 from ._algorithms import ALGORITHMS
 from ._errors import RankError
 from ._stats import Stats
@@ -17,12 +18,29 @@ _keyval = None
 
 
 class _Channel:
-    """A private duplicate of a communicator, and the count of calls made on it."""
+    """A private duplicate of a communicator, the count of calls made on it, and how its
+    ranks wait: napping when the node has more of them than cores, else polling."""
 
-    __slots__ = ("comm", "calls")
+    __slots__ = ("comm", "calls", "crowded")
 
     def __init__(self, comm):
         self.comm, self.calls = comm, 0
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        self.crowded = node.Get_size() > len(os.sched_getaffinity(0))
+        node.Free()
+
+    def wire(self):
+        """A :class:`Wire` for the next call."""
+        self.calls += 1
+        return Wire(self.comm, blocking=not self.naps(), sequence=self.calls - 1)
+
+    def naps(self):
+        if thresholds.WAIT == "auto":
+            return self.crowded
+        return thresholds.WAIT == "nap"
+
+    def run(self, steps):
+        return run(steps, self.comm, nap=self.naps())
 
 
 def _free_channel(comm, keyval, channel):
@@ -119,9 +137,8 @@ def check(error=None, comm=None):
     if error is not None and not isinstance(error, BaseException):
         raise TypeError(f"error must be an exception or None, got {type(error).__name__}")
     chan = channel(comm)
-    wire = Wire(chan.comm, blocking=True, sequence=chan.calls)
-    chan.calls += 1
-    run(_agree(wire, SparseVector.empty(0), "auto", error, "check"), wire.comm)
+    wire = chan.wire()
+    chan.run(_agree(wire, SparseVector.empty(0), "auto", error, "check"))
 
 
 def _steps(wire, vec, algorithm, out, error):
@@ -142,17 +159,16 @@ def _steps(wire, vec, algorithm, out, error):
     return result, algorithm
 
 
-def start(vec, comm, algorithm, out, *, blocking):
-    """The wire and steps of one allreduce call on the private channel of ``comm``."""
+def start(vec, comm, algorithm, out):
+    """The channel, wire and steps of one allreduce call on the private channel of ``comm``."""
     chan = channel(comm)
-    wire = Wire(chan.comm, blocking=blocking, sequence=chan.calls)
-    chan.calls += 1
+    wire = chan.wire()
     try:
         vec = _as_input(vec, algorithm, out)
         error = None
     except (TypeError, ValueError) as exc:
         error = exc
-    return wire, _steps(wire, vec, algorithm, out, error)
+    return chan, wire, _steps(wire, vec, algorithm, out, error)
 
 
 def record(stats, wire, algorithm, seconds):
@@ -184,8 +200,8 @@ def allreduce(vec, comm=None, *, algorithm="auto", out="auto", stats=None):
     bitwise the same result. ``stats``, a :class:`Stats`, accumulates the call's traffic.
     """
     begin = time.perf_counter()
-    wire, steps = start(vec, comm, algorithm, out, blocking=True)
-    result, algorithm = run(steps, wire.comm)
+    chan, wire, steps = start(vec, comm, algorithm, out)
+    result, algorithm = chan.run(steps)
     record(stats, wire, algorithm, time.perf_counter() - begin)
     return result
 
@@ -211,8 +227,7 @@ def allgather(vec, comm=None, *, stats=None):
     """The list of every rank's :class:`SparseVector`, in rank order (any nnz per rank)."""
     begin = time.perf_counter()
     chan = channel(comm)
-    wire = Wire(chan.comm, blocking=True, sequence=chan.calls)
-    chan.calls += 1
+    wire = chan.wire()
     error = None
     if isinstance(vec, np.ndarray):
         try:
@@ -221,6 +236,6 @@ def allgather(vec, comm=None, *, stats=None):
             error = exc
     elif not isinstance(vec, SparseVector):
         error = TypeError(f"vec must be a SparseVector, got {type(vec).__name__}")
-    result = run(_gather_steps(wire, vec, error), wire.comm)
+    result = chan.run(_gather_steps(wire, vec, error))
     record(stats, wire, "allgather", time.perf_counter() - begin)
     return result

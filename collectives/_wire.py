@@ -5,8 +5,12 @@ must finish before they go on: ``None`` (nothing), a request or a list of reques
 :class:`Probe`. One driver waits on them (blocking calls), another tests them (requests).
 """
 
+import time
+
 import numpy as np
 from mpi4py import MPI
+
+from . import thresholds
 
 _MPI_TYPES = {
     np.dtype(np.float32): MPI.FLOAT,
@@ -149,17 +153,49 @@ class Wire:
         return probe.message.Irecv([buf, mpi_type(buf.dtype)])
 
 
-def run(steps, comm):
-    """Drive the generator ``steps`` with blocking waits; its return value."""
+def _pending(item):
+    """The requests of a yielded item, or None when there is nothing to wait for."""
+    if isinstance(item, Probe | MPI.Request):
+        return item
+    requests = [request for request in item or () if request is not None]
+    return requests or None
+
+
+def _done(pending, comm):
+    if isinstance(pending, Probe):
+        return pending.test(comm)
+    if isinstance(pending, MPI.Request):
+        return pending.Test()
+    return MPI.Request.Testall(pending)
+
+
+def _wait(pending, comm):
+    if isinstance(pending, Probe):
+        pending.wait(comm)
+    elif isinstance(pending, MPI.Request):
+        pending.Wait()
+    else:
+        MPI.Request.Waitall(pending)
+
+
+def run(steps, comm, *, nap):
+    """Drive the generator ``steps`` to its return value.
+
+    Without ``nap``, waits are MPI's own (which poll the whole time). With ``nap``, a wait
+    tests for ``thresholds.SPIN_SECONDS``, then naps ``NAP_SECONDS`` between tests, so a
+    rank that waits leaves its core to the ranks that work.
+    """
     try:
         item = next(steps)
         while True:
-            if isinstance(item, Probe):
-                item.wait(comm)
-            elif isinstance(item, MPI.Request):
-                item.Wait()
-            elif item:
-                MPI.Request.Waitall([request for request in item if request is not None])
+            pending = _pending(item)
+            if pending is not None and not nap:
+                _wait(pending, comm)
+            elif pending is not None and not _done(pending, comm):
+                begin = time.perf_counter()
+                while not _done(pending, comm):
+                    if time.perf_counter() - begin > thresholds.SPIN_SECONDS:
+                        time.sleep(thresholds.NAP_SECONDS)
             item = next(steps)
     except StopIteration as stop:
         return stop.value

@@ -17,3 +17,15 @@ length, it sums them into a dense buffer instead of merging them as sorted lists
 def delta(n, value_itemsize, index_itemsize):
     """The nonzero count past which ``n`` entries are cheaper to send dense."""
     return DELTA_SCALE * n * value_itemsize / (index_itemsize + value_itemsize)
+
+
+WAIT = "auto"
+"""How a rank waits for other ranks: ``"poll"`` (MPI's own waits, which keep the core busy),
+``"nap"`` (test, then nap between tests), or ``"auto"``: nap when the node runs more ranks of
+the communicator than this process has cores, else poll."""
+
+SPIN_SECONDS = 50e-6
+"""A waiting rank tests its requests this long before it starts to nap between tests."""
+
+NAP_SECONDS = 20e-6
+"""The nap between tests of a waiting rank (the system's timer slack may lengthen it)."""

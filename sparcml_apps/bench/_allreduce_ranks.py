@@ -98,7 +98,9 @@ def main(argv=None):
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--algorithms", nargs="+", default=[*collectives.ALGORITHMS, "auto"])
+    parser.add_argument("--wait", default="auto")
     args = parser.parse_args(argv)
+    collectives.thresholds.WAIT = args.wait
     comm = MPI.COMM_WORLD
     for size in args.sizes:
         for density in args.densities:

@@ -45,6 +45,18 @@ def add_arguments(parser):
         help="where to write the records (default: results/allreduce.json)",
     )
     parser.add_argument(
+        "--algorithms",
+        nargs="+",
+        default=None,
+        help="the algorithms to time (default: all, and auto)",
+    )
+    parser.add_argument(
+        "--wait",
+        choices=["auto", "poll", "nap"],
+        default="auto",
+        help="how waiting ranks wait: collectives.thresholds.WAIT (default: auto)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="a small grid that runs in seconds (N=2^16, P=2)"
     )
 
@@ -59,7 +71,11 @@ def _run_ranks(nprocs, args):
         args.dtype,
         "--repeat",
         args.repeat,
+        "--wait",
+        args.wait,
     ]
+    if args.algorithms:
+        worker_args += ["--algorithms", *args.algorithms]
     done = run_module(nprocs, "sparcml_apps.bench._allreduce_ranks", worker_args)
     if done.returncode != 0:
         raise RuntimeError(

@@ -14,6 +14,7 @@ from collectives import SparseVector, allreduce, thresholds
 
 comm = MPI.COMM_WORLD
 P, rank = comm.size, comm.rank
+thresholds.WAIT = sys.argv[1] if len(sys.argv) > 1 else "auto"
 RTOL = {np.float32: 1e-5, np.float64: 1e-12}
 failures = []
 cases = 0
