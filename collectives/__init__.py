@@ -5,6 +5,7 @@ Importing the package does not initialize MPI; the first collective call does.
 
 from . import cost_model, thresholds
 from ._errors import RankError
+from ._quantize import BITS, Quantized, dequantize, quantize
 from ._stats import Stats
 from ._vector import SparseVector
 
@@ -18,6 +19,8 @@ ALGORITHMS = (
 
 __all__ = [
     "ALGORITHMS",
+    "BITS",
+    "Quantized",
     "RankError",
     "SparseVector",
     "Stats",
@@ -25,6 +28,9 @@ __all__ = [
     "allreduce",
     "check",
     "cost_model",
+    "dequantize",
+    "iallreduce",
+    "quantize",
     "thresholds",
 ]
 
@@ -35,4 +41,8 @@ def __getattr__(name):
         from . import _allreduce
 
         return getattr(_allreduce, name)
+    if name == "iallreduce":
+        from ._nonblocking import iallreduce
+
+        return iallreduce
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,22 +22,31 @@ def split_bounds(size, nprocs):
     return np.arange(nprocs + 1, dtype=np.int64) * size // nprocs
 
 
+def _start_send(wire, indices, values, dest):
+    """Start sending a sparse vector; the requests and the values as the receiver gets them."""
+    message, values = wire.codec.encode(values)
+    return [wire.isend(indices, dest, _INDICES), wire.isend(message, dest, _VALUES)], values
+
+
 def _send(wire, indices, values, dest):
-    yield [wire.isend(indices, dest, _INDICES), wire.isend(values, dest, _VALUES)]
+    sends, values = _start_send(wire, indices, values, dest)
+    yield sends
+    return values
 
 
 def _receive(wire, source, like, sends=()):
-    probe = wire.probe(source, _INDICES)
-    yield probe
-    n = probe.count(like.indices.dtype)
-    indices = np.empty(n, like.indices.dtype)
-    values = np.empty(n, like.values.dtype)
+    probes = wire.probe(source, _INDICES), wire.probe(source, _VALUES)
+    yield probes[0]
+    yield probes[1]
+    message_dtype = wire.codec.dtype(like.values.dtype)
+    indices = np.empty(probes[0].count(like.indices.dtype), like.indices.dtype)
+    message = np.empty(probes[1].count(message_dtype), message_dtype)
     yield [
         *sends,
-        wire.irecv_probed(probe, indices),
-        wire.irecv(values, source, _VALUES),
+        wire.irecv_probed(probes[0], indices),
+        wire.irecv_probed(probes[1], message),
     ]
-    return indices, values
+    return indices, wire.codec.decode(message, like.values.dtype)
 
 
 def recursive_double(wire, vec):
@@ -63,12 +72,12 @@ def recursive_double(wire, vec):
     while mask < main:
         vpartner = vrank ^ mask
         partner = 2 * vpartner + 1 if vpartner < extra else vpartner + extra
-        sends = [wire.isend(indices, partner, _INDICES), wire.isend(values, partner, _VALUES)]
+        sends, values = _start_send(wire, indices, values, partner)
         got = yield from _receive(wire, partner, vec, sends)
         indices, values = merge_add(indices, values, *got)
         mask <<= 1
     if folded:
-        yield from _send(wire, indices, values, rank - 1)
+        values = yield from _send(wire, indices, values, rank - 1)
     if indices is vec.indices:
         indices, values = indices.copy(), values.copy()
     return SparseVector(indices, values, vec.size, check=False)
@@ -100,11 +109,17 @@ def _swap_with_all(wire, outgoing, like, tag):
     """Send ``outgoing[p] = (indices, values)`` to every other rank ``p`` and receive
     theirs: direct messages, all in flight at once, sizes learnt by probing.
 
-    Returns the blocks of all ranks (this rank's own included) concatenated in rank
-    order, and each block's number of indices and of values.
+    Returns the blocks of all ranks (this rank's own included, as the others decode it)
+    concatenated in rank order, and each block's number of indices and of values.
     """
     nprocs, rank = wire.size, wire.rank
     peers = [(rank + shift) % nprocs for shift in range(1, nprocs)]
+    encoded = {}  # a block sent to several ranks is encoded once
+    for _, values in outgoing:
+        if id(values) not in encoded:
+            encoded[id(values)] = wire.codec.encode(values)[0]
+    outgoing = [(indices, encoded[id(values)]) for indices, values in outgoing]
+    message_dtype = wire.codec.dtype(like.values.dtype)
     requests = []
     for peer in peers:
         indices, values = outgoing[peer]
@@ -118,10 +133,10 @@ def _swap_with_all(wire, outgoing, like, tag):
         yield probes[peer][1]
         counts[peer] = (
             probes[peer][0].count(like.indices.dtype),
-            probes[peer][1].count(like.values.dtype),
+            probes[peer][1].count(message_dtype),
         )
     all_indices = np.empty(int(counts[:, 0].sum()), like.indices.dtype)
-    all_values = np.empty(int(counts[:, 1].sum()), like.values.dtype)
+    all_values = np.empty(int(counts[:, 1].sum()), message_dtype)
     index_at, value_at = displacements(counts[:, 0]), displacements(counts[:, 1])
 
     def block(owner):
@@ -140,6 +155,7 @@ def _swap_with_all(wire, outgoing, like, tag):
     own_indices[:] = outgoing[rank][0]
     own_values[:] = outgoing[rank][1]
     yield requests
+    all_values, counts[:, 1] = wire.codec.decode_blocks(all_values, counts[:, 1], like.values.dtype)
     return all_indices, all_values, counts
 
 

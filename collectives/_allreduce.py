@@ -6,7 +6,9 @@ from mpi4py import MPI
 
 from . import cost_model, thresholds
 from ._algorithms import ALGORITHMS
+from ._codec import Quantizing
 from ._errors import RankError
+from ._quantize import BITS
 from ._stats import Stats
 from ._vector import VALUE_DTYPES, SparseVector, check_values
 from ._wire import Wire, run
@@ -19,20 +21,32 @@ _keyval = None
 
 class _Channel:
     """A private duplicate of a communicator, the count of calls made on it, and how its
-    ranks wait: napping when the node has more of them than cores, else polling."""
+    ranks wait: napping when the node has more of them than cores, else polling.
 
-    __slots__ = ("comm", "calls", "crowded")
+    ``progress`` is the thread that drives its non-blocking calls, once there was one
+    (:mod:`collectives._nonblocking`); a blocking call made while some are pending queues
+    behind them, so the calls on a channel always run in the order they were made.
+    """
+
+    __slots__ = ("comm", "calls", "crowded", "progress")
 
     def __init__(self, comm):
-        self.comm, self.calls = comm, 0
+        self.comm, self.calls, self.progress = comm, 0, None
         node = comm.Split_type(MPI.COMM_TYPE_SHARED)
         self.crowded = node.Get_size() > len(os.sched_getaffinity(0))
         node.Free()
 
-    def wire(self):
-        """A :class:`Wire` for the next call."""
+    def wire(self, codec=None, blocking=None):
+        """A :class:`Wire` for the next call; by default blocking when the call will run
+        in the caller's thread and its ranks poll."""
         self.calls += 1
-        return Wire(self.comm, blocking=not self.naps(), sequence=self.calls - 1)
+        if blocking is None:
+            blocking = not self.naps() and not self.queued()
+        return Wire(self.comm, blocking=blocking, sequence=self.calls - 1, codec=codec)
+
+    def queued(self):
+        """Whether a call made now must queue behind non-blocking ones."""
+        return self.progress is not None and self.progress.pending() > 0
 
     def naps(self):
         if thresholds.WAIT == "auto":
@@ -40,12 +54,19 @@ class _Channel:
         return thresholds.WAIT == "nap"
 
     def run(self, steps):
+        if self.queued():
+            return self.progress.submit(steps).wait()
         return run(steps, self.comm, nap=self.naps())
+
+    def free(self):
+        if self.progress is not None:
+            self.progress.close()
+        if not MPI.Is_finalized():
+            self.comm.Free()
 
 
 def _free_channel(comm, keyval, channel):
-    if not MPI.Is_finalized():
-        channel.comm.Free()
+    channel.free()
 
 
 def channel(comm):
@@ -64,12 +85,16 @@ def channel(comm):
     return found
 
 
-def _as_input(vec, algorithm, out):
+def _as_input(vec, algorithm, out, quantization_bits):
     """Check the arguments of one rank; the vector as the algorithm wants it."""
     if algorithm not in _ALGORITHM_CODES:
         raise ValueError(f"algorithm must be one of {sorted(_ALGORITHM_CODES)}, got {algorithm!r}")
     if out not in _OUTS:
         raise ValueError(f"out must be one of {list(_OUTS)}, got {out!r}")
+    if quantization_bits is not None and quantization_bits not in BITS:
+        raise ValueError(
+            f"quantization_bits must be None or one of {list(BITS)}, got {quantization_bits!r}"
+        )
     if isinstance(vec, SparseVector):
         return vec
     if isinstance(vec, np.ndarray):
@@ -80,8 +105,9 @@ def _as_input(vec, algorithm, out):
 _MESSAGE_BYTES = 4096
 
 
-def _agree(wire, vec, algorithm, error, operation="allreduce"):
-    """Check that no rank failed and all hold vectors of one size and dtype for one algorithm.
+def _agree(wire, vec, algorithm, error, operation="allreduce", bits=None):
+    """Check that no rank failed and all hold vectors of one size and dtype for one algorithm
+    and one quantization.
 
     One ``Allreduce(MAX)`` of a small header, the first step of every collective here; every
     rank raises the same error when one failed or they disagree, so no rank goes on alone
@@ -93,15 +119,18 @@ def _agree(wire, vec, algorithm, error, operation="allreduce"):
         nnz = vec.nnz if isinstance(vec, SparseVector) else vec.size
         dtype_code = VALUE_DTYPES.index(vec.dtype)
         code = _ALGORITHM_CODES[algorithm]
+        bits = bits or 0
         failed = 0
     else:
-        size = nnz = dtype_code = code = 0
+        size = nnz = dtype_code = code = bits = 0
         failed = wire.rank + 1
-    header = np.array([size, -size, dtype_code, -dtype_code, code, -code, nnz, failed], np.int64)
+    header = np.array(
+        [size, -size, dtype_code, -dtype_code, code, -code, bits, -bits, nnz, failed], np.int64
+    )
     agreed = np.empty_like(header)
     yield wire.allreduce(header, agreed, MPI.MAX)
-    if agreed[7]:
-        root = int(agreed[7]) - 1
+    if agreed[-1]:
+        root = int(agreed[-1]) - 1
         message = np.zeros(_MESSAGE_BYTES, np.uint8)
         if wire.rank == root:
             text = f"{type(error).__name__}: {error}".encode()[:_MESSAGE_BYTES]
@@ -114,6 +143,7 @@ def _agree(wire, vec, algorithm, error, operation="allreduce"):
         "size": str,
         "dtype": lambda code: VALUE_DTYPES[code].name,
         "algorithm": lambda code: repr(_ALGORITHM_NAMES[code]),
+        "quantization_bits": lambda bits: repr(int(bits) or None),
     }
     for at, (what, name_of) in enumerate(names.items()):
         low, high = -agreed[2 * at + 1], agreed[2 * at]
@@ -123,7 +153,7 @@ def _agree(wire, vec, algorithm, error, operation="allreduce"):
                 f"{name_of(header[2 * at])}, the ranks range from {name_of(low)} "
                 f"to {name_of(high)}"
             )
-    return int(agreed[6])
+    return int(agreed[-2])
 
 
 def check(error=None, comm=None):
@@ -141,9 +171,9 @@ def check(error=None, comm=None):
     chan.run(_agree(wire, SparseVector.empty(0), "auto", error, "check"))
 
 
-def _steps(wire, vec, algorithm, out, error):
+def _steps(wire, vec, algorithm, out, bits, error):
     """The whole allreduce as a generator: agreement, choice, algorithm, output form."""
-    max_nnz = yield from _agree(wire, vec, algorithm, error)
+    max_nnz = yield from _agree(wire, vec, algorithm, error, bits=bits)
     if algorithm == "auto":
         index_itemsize = 4 if vec.size < 2**32 else 8
         algorithm = cost_model.choose_quickly(
@@ -159,16 +189,22 @@ def _steps(wire, vec, algorithm, out, error):
     return result, algorithm
 
 
-def start(vec, comm, algorithm, out):
-    """The channel, wire and steps of one allreduce call on the private channel of ``comm``."""
-    chan = channel(comm)
-    wire = chan.wire()
+def start(chan, vec, algorithm, out, quantization_bits, random_state, blocking=None):
+    """The wire and steps of one allreduce call on ``chan``."""
     try:
-        vec = _as_input(vec, algorithm, out)
+        vec = _as_input(vec, algorithm, out, quantization_bits)
         error = None
     except (TypeError, ValueError) as exc:
         error = exc
-    return chan, wire, _steps(wire, vec, algorithm, out, error)
+    codec = None
+    if error is None and quantization_bits and chan.comm.Get_size() > 1:
+        if random_state is None:
+            random_state = [chan.calls, chan.comm.Get_rank()]
+        elif not isinstance(random_state, np.random.Generator):
+            random_state = [random_state, chan.comm.Get_rank()]
+        codec = Quantizing(quantization_bits, random_state)
+    wire = chan.wire(codec, blocking)
+    return wire, _steps(wire, vec, algorithm, out, quantization_bits, error)
 
 
 def record(stats, wire, algorithm, seconds):
@@ -187,7 +223,16 @@ def record(stats, wire, algorithm, seconds):
     )
 
 
-def allreduce(vec, comm=None, *, algorithm="auto", out="auto", stats=None):
+def allreduce(
+    vec,
+    comm=None,
+    *,
+    algorithm="auto",
+    out="auto",
+    stats=None,
+    quantization_bits=None,
+    random_state=None,
+):
     """Sum ``vec`` elementwise over all ranks of ``comm`` (default ``MPI.COMM_WORLD``).
 
     ``vec`` is a :class:`SparseVector` or a dense 1-D float32/float64 array; every rank
@@ -198,9 +243,17 @@ def allreduce(vec, comm=None, *, algorithm="auto", out="auto", stats=None):
     ndarray, ``out="auto"`` the form the algorithm produced (``dense`` and a
     ``dsar_split_allgather`` that switched any range to dense give an ndarray). All ranks get
     bitwise the same result. ``stats``, a :class:`Stats`, accumulates the call's traffic.
+
+    ``quantization_bits`` (2, 4 or 8; the same on every rank) sends the values of the sparse
+    algorithms and the dense blocks of ``dsar_split_allgather`` as QSGD codes
+    (:func:`collectives.quantize`): the sum is then unbiased, not exact (``dense`` sums
+    exactly). ``random_state`` draws the rounding: a ``numpy.random.Generator``, or a seed
+    that is combined with the rank; None seeds it with the call's number on the
+    communicator and the rank, so a program that repeats its calls repeats its results.
     """
     begin = time.perf_counter()
-    chan, wire, steps = start(vec, comm, algorithm, out)
+    chan = channel(comm)
+    wire, steps = start(chan, vec, algorithm, out, quantization_bits, random_state)
     result, algorithm = chan.run(steps)
     record(stats, wire, algorithm, time.perf_counter() - begin)
     return result

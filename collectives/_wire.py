@@ -11,6 +11,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import thresholds
+from ._codec import Exact
 
 _MPI_TYPES = {
     np.dtype(np.float32): MPI.FLOAT,
@@ -60,10 +61,14 @@ class Probe:
 
 
 class Wire:
-    """Start the MPI operations of one collective call on ``comm`` and count their traffic."""
+    """Start the MPI operations of one collective call on ``comm`` and count their traffic.
 
-    def __init__(self, comm, *, blocking, sequence=0):
+    ``codec`` (:mod:`collectives._codec`) says how the values the algorithms send travel.
+    """
+
+    def __init__(self, comm, *, blocking, sequence=0, codec=None):
         self.comm = comm
+        self.codec = Exact() if codec is None else codec
         self.size = comm.Get_size()
         self.rank = comm.Get_rank()
         self.blocking = blocking
