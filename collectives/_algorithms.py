@@ -7,6 +7,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import thresholds
+from ._codec import Exact
 from ._kernels import accumulate, merge_add, merge_runs
 from ._vector import SparseVector
 from ._wire import displacements
@@ -15,6 +16,7 @@ from ._wire import displacements
 # phases of split_allgather
 _INDICES, _VALUES = 0, 1
 _RANGES, _REDUCED = 2, 4
+_EXACT = Exact()
 
 
 def split_bounds(size, nprocs):
@@ -22,23 +24,23 @@ def split_bounds(size, nprocs):
     return np.arange(nprocs + 1, dtype=np.int64) * size // nprocs
 
 
-def _start_send(wire, indices, values, dest):
+def _start_send(wire, indices, values, dest, codec, key):
     """Start sending a sparse vector; the requests and the values as the receiver gets them."""
-    message, values = wire.codec.encode(values)
+    message, values = codec.encode(values, key)
     return [wire.isend(indices, dest, _INDICES), wire.isend(message, dest, _VALUES)], values
 
 
-def _send(wire, indices, values, dest):
-    sends, values = _start_send(wire, indices, values, dest)
+def _send(wire, indices, values, dest, codec, key):
+    sends, values = _start_send(wire, indices, values, dest, codec, key)
     yield sends
     return values
 
 
-def _receive(wire, source, like, sends=()):
+def _receive(wire, source, like, codec, sends=()):
     probes = wire.probe(source, _INDICES), wire.probe(source, _VALUES)
     yield probes[0]
     yield probes[1]
-    message_dtype = wire.codec.dtype(like.values.dtype)
+    message_dtype = codec.dtype(like.values.dtype)
     indices = np.empty(probes[0].count(like.indices.dtype), like.indices.dtype)
     message = np.empty(probes[1].count(message_dtype), message_dtype)
     yield [
@@ -46,14 +48,15 @@ def _receive(wire, source, like, sends=()):
         wire.irecv_probed(probes[0], indices),
         wire.irecv_probed(probes[1], message),
     ]
-    return indices, wire.codec.decode(message, like.values.dtype)
+    return indices, codec.decode(message, like.values.dtype)
 
 
 def recursive_double(wire, vec):
     """SSAR_Recursive_double: log2 P rounds of swapping partial sums with ``rank ^ mask``.
 
     With P not a power of two, the first ``2 * extra`` ranks pair up: even ones hand their
-    vector to the next odd one before the rounds and get the sum back after them.
+    vector to the next odd one before the rounds and get the sum back after them, exact
+    (the other ranks hold it unrounded).
     """
     nprocs, rank = wire.size, wire.rank
     indices, values = vec.indices, vec.values
@@ -61,23 +64,25 @@ def recursive_double(wire, vec):
     extra = nprocs - main
     folded = rank < 2 * extra
     if folded and rank % 2 == 0:
-        yield from _send(wire, indices, values, rank + 1)
-        indices, values = yield from _receive(wire, rank + 1, vec)
+        yield from _send(wire, indices, values, rank + 1, wire.codec, (0, rank))
+        indices, values = yield from _receive(wire, rank + 1, vec, _EXACT)
         return SparseVector(indices, values, vec.size, check=False)
     if folded:
-        got = yield from _receive(wire, rank - 1, vec)
+        got = yield from _receive(wire, rank - 1, vec, wire.codec)
         indices, values = merge_add(*got, indices, values)
     vrank = rank // 2 if folded else rank - extra
     mask = 1
     while mask < main:
         vpartner = vrank ^ mask
         partner = 2 * vpartner + 1 if vpartner < extra else vpartner + extra
-        sends, values = _start_send(wire, indices, values, partner)
-        got = yield from _receive(wire, partner, vec, sends)
+        # the ranks vrank // mask * mask ... + mask - 1 hold this same partial sum
+        key = (mask, vrank // mask)
+        sends, values = _start_send(wire, indices, values, partner, wire.codec, key)
+        got = yield from _receive(wire, partner, vec, wire.codec, sends)
         indices, values = merge_add(indices, values, *got)
         mask <<= 1
     if folded:
-        values = yield from _send(wire, indices, values, rank - 1)
+        yield from _send(wire, indices, values, rank - 1, _EXACT, ())
     if indices is vec.indices:
         indices, values = indices.copy(), values.copy()
     return SparseVector(indices, values, vec.size, check=False)
@@ -117,7 +122,7 @@ def _swap_with_all(wire, outgoing, like, tag):
     encoded = {}  # a block sent to several ranks is encoded once
     for _, values in outgoing:
         if id(values) not in encoded:
-            encoded[id(values)] = wire.codec.encode(values)[0]
+            encoded[id(values)] = wire.codec.encode(values, (tag, rank))[0]
     outgoing = [(indices, encoded[id(values)]) for indices, values in outgoing]
     message_dtype = wire.codec.dtype(like.values.dtype)
     requests = []

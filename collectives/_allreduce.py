@@ -1,3 +1,4 @@
+import numbers
 import os
 import time
 
@@ -37,11 +38,11 @@ class _Channel:
         node.Free()
 
     def wire(self, codec=None, blocking=None):
-        """A :class:`Wire` for the next call; by default blocking when the call will run
-        in the caller's thread and its ranks poll."""
+        """A :class:`Wire` for the next call; by default blocking when the ranks poll
+        (which every rank decides alike, so their collectives match)."""
         self.calls += 1
         if blocking is None:
-            blocking = not self.naps() and not self.queued()
+            blocking = not self.naps()
         return Wire(self.comm, blocking=blocking, sequence=self.calls - 1, codec=codec)
 
     def queued(self):
@@ -85,7 +86,7 @@ def channel(comm):
     return found
 
 
-def _as_input(vec, algorithm, out, quantization_bits):
+def _as_input(vec, algorithm, out, quantization_bits, random_state):
     """Check the arguments of one rank; the vector as the algorithm wants it."""
     if algorithm not in _ALGORITHM_CODES:
         raise ValueError(f"algorithm must be one of {sorted(_ALGORITHM_CODES)}, got {algorithm!r}")
@@ -94,6 +95,12 @@ def _as_input(vec, algorithm, out, quantization_bits):
     if quantization_bits is not None and quantization_bits not in BITS:
         raise ValueError(
             f"quantization_bits must be None or one of {list(BITS)}, got {quantization_bits!r}"
+        )
+    if random_state is not None and not (
+        isinstance(random_state, numbers.Integral) and random_state >= 0
+    ):
+        raise ValueError(
+            f"random_state must be None or a non-negative integer, got {random_state!r}"
         )
     if isinstance(vec, SparseVector):
         return vec
@@ -109,9 +116,10 @@ def _agree(wire, vec, algorithm, error, operation="allreduce", bits=None):
     """Check that no rank failed and all hold vectors of one size and dtype for one algorithm
     and one quantization.
 
-    One ``Allreduce(MAX)`` of a small header, the first step of every collective here; every
-    rank raises the same error when one failed or they disagree, so no rank goes on alone
-    into a collective that would hang. A failed rank's message is broadcast to the others,
+    One ``Iallreduce(MAX)`` of a small header, the first step of every collective here,
+    blocking or not (so a failing rank's :func:`check` meets whichever the others make);
+    every rank raises the same error when one failed or they disagree, so no rank goes on
+    alone into a collective that would hang. A failed rank's message is broadcast to the others,
     which raise :class:`RankError`. Returns the largest local nonzero count.
     """
     if error is None:
@@ -128,14 +136,14 @@ def _agree(wire, vec, algorithm, error, operation="allreduce", bits=None):
         [size, -size, dtype_code, -dtype_code, code, -code, bits, -bits, nnz, failed], np.int64
     )
     agreed = np.empty_like(header)
-    yield wire.allreduce(header, agreed, MPI.MAX)
+    yield wire.allreduce(header, agreed, MPI.MAX, nonblocking=True)
     if agreed[-1]:
         root = int(agreed[-1]) - 1
         message = np.zeros(_MESSAGE_BYTES, np.uint8)
         if wire.rank == root:
             text = f"{type(error).__name__}: {error}".encode()[:_MESSAGE_BYTES]
             message[: len(text)] = np.frombuffer(text, np.uint8)
-        yield wire.bcast(message, root)
+        yield wire.bcast(message, root, nonblocking=True)
         if error is not None:
             raise error
         raise RankError(root, message.tobytes().rstrip(b"\0").decode(errors="replace"))
@@ -192,17 +200,14 @@ def _steps(wire, vec, algorithm, out, bits, error):
 def start(chan, vec, algorithm, out, quantization_bits, random_state, blocking=None):
     """The wire and steps of one allreduce call on ``chan``."""
     try:
-        vec = _as_input(vec, algorithm, out, quantization_bits)
+        vec = _as_input(vec, algorithm, out, quantization_bits, random_state)
         error = None
     except (TypeError, ValueError) as exc:
         error = exc
     codec = None
     if error is None and quantization_bits and chan.comm.Get_size() > 1:
-        if random_state is None:
-            random_state = [chan.calls, chan.comm.Get_rank()]
-        elif not isinstance(random_state, np.random.Generator):
-            random_state = [random_state, chan.comm.Get_rank()]
-        codec = Quantizing(quantization_bits, random_state)
+        seed = [1, chan.calls] if random_state is None else [0, random_state]
+        codec = Quantizing(quantization_bits, seed)
     wire = chan.wire(codec, blocking)
     return wire, _steps(wire, vec, algorithm, out, quantization_bits, error)
 
@@ -247,9 +252,9 @@ def allreduce(
     ``quantization_bits`` (2, 4 or 8; the same on every rank) sends the values of the sparse
     algorithms and the dense blocks of ``dsar_split_allgather`` as QSGD codes
     (:func:`collectives.quantize`): the sum is then unbiased, not exact (``dense`` sums
-    exactly). ``random_state`` draws the rounding: a ``numpy.random.Generator``, or a seed
-    that is combined with the rank; None seeds it with the call's number on the
-    communicator and the rank, so a program that repeats its calls repeats its results.
+    exactly). ``random_state``, a non-negative integer, the same on every rank, seeds the
+    rounding (each rank draws its own from it); None takes the call's number on the
+    communicator instead, so a program that repeats its calls repeats its results.
     """
     begin = time.perf_counter()
     chan = channel(comm)

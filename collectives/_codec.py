@@ -3,6 +3,10 @@
 An algorithm hands the values it sends to ``encode``, which gives the message to send and
 the values the receivers will decode from it; the sender goes on with the latter, so every
 rank computes with the same numbers. Received messages go through ``decode``.
+
+The rounding of quantized values is drawn from the call's seed and a ``key`` that names
+who holds the values: ranks that hold the same partial sum pass the same key and so round
+it alike.
 """
 
 import numpy as np
@@ -19,8 +23,9 @@ class Exact:
         """The dtype of the messages that carry values of ``value_dtype``."""
         return np.dtype(value_dtype)
 
-    def encode(self, values):
-        """The message for ``values``, and the values the receivers get from it."""
+    def encode(self, values, key):
+        """The message for ``values`` (held by the ranks named by the integers ``key``), and
+        the values the receivers get from it."""
         return values, values
 
     def decode(self, message, value_dtype):
@@ -35,17 +40,16 @@ class Exact:
 class Quantizing(Exact):
     """Values travel as QSGD codes of ``bits`` bits, one norm per ``bucket_size``."""
 
-    def __init__(self, bits, random_state, bucket_size=BUCKET_SIZE):
+    def __init__(self, bits, seed, bucket_size=BUCKET_SIZE):
         self.bits, self.bucket_size = bits, bucket_size
-        self.random = np.random.default_rng(random_state)
+        self.seed = list(seed)
 
     def dtype(self, value_dtype):
         return np.dtype(np.uint8)
 
-    def encode(self, values):
-        quantized = quantize(
-            values, self.bits, bucket_size=self.bucket_size, random_state=self.random
-        )
+    def encode(self, values, key):
+        random = np.random.default_rng([*self.seed, *key])
+        quantized = quantize(values, self.bits, bucket_size=self.bucket_size, random_state=random)
         message = np.concatenate(
             [
                 np.array([values.size], _HEADER).view(np.uint8),

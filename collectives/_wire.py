@@ -19,6 +19,7 @@ _MPI_TYPES = {
     np.dtype(np.uint32): MPI.UINT32_T,
     np.dtype(np.uint64): MPI.UINT64_T,
     np.dtype(np.int64): MPI.INT64_T,
+    np.dtype(np.uint8): MPI.BYTE,
 }
 
 TAGS_PER_CALL = 8
@@ -77,28 +78,33 @@ class Wire:
         self.bytes_received = 0
         self.messages = 0
 
-    def _call(self, blocking_call, nonblocking_call, *args):
-        if self.blocking:
+    def _call(self, blocking_call, nonblocking_call, *args, nonblocking=False):
+        if self.blocking and not nonblocking:
             blocking_call(*args)
             return None
         return nonblocking_call(*args)
 
-    def allreduce(self, sendbuf, recvbuf, op):
-        """Reduce ``sendbuf`` into ``recvbuf`` on every rank."""
+    def allreduce(self, sendbuf, recvbuf, op, *, nonblocking=False):
+        """Reduce ``sendbuf`` into ``recvbuf`` on every rank; with ``nonblocking``, as a
+        non-blocking collective whatever the wire's mode (MPI never matches a blocking
+        collective with a non-blocking one, so a call that non-blocking calls on other ranks
+        may meet must be one)."""
         moved = 2 * (self.size - 1) * recvbuf.nbytes // self.size
         self.bytes_sent += moved
         self.bytes_received += moved
         self.messages += 2 * ceil_log2(self.size)
-        return self._call(self.comm.Allreduce, self.comm.Iallreduce, sendbuf, recvbuf, op)
+        return self._call(
+            self.comm.Allreduce, self.comm.Iallreduce, sendbuf, recvbuf, op, nonblocking=nonblocking
+        )
 
-    def bcast(self, buf, root):
-        """Broadcast ``buf`` from ``root``."""
+    def bcast(self, buf, root, *, nonblocking=False):
+        """Broadcast ``buf`` from ``root`` (``nonblocking`` as for :meth:`allreduce`)."""
         if self.rank == root:
             self.bytes_sent += buf.nbytes * (self.size - 1)
             self.messages += self.size - 1
         else:
             self.bytes_received += buf.nbytes
-        return self._call(self.comm.Bcast, self.comm.Ibcast, buf, root)
+        return self._call(self.comm.Bcast, self.comm.Ibcast, buf, root, nonblocking=nonblocking)
 
     def allgather(self, sendbuf, recvbuf):
         """Gather equal blocks from every rank."""
@@ -183,13 +189,15 @@ def _wait(pending, comm):
         MPI.Request.Waitall(pending)
 
 
-def run(steps, comm, *, nap):
+def run(steps, comm, *, nap, longest_nap=None):
     """Drive the generator ``steps`` to its return value.
 
     Without ``nap``, waits are MPI's own (which poll the whole time). With ``nap``, a wait
-    tests for ``thresholds.SPIN_SECONDS``, then naps ``NAP_SECONDS`` between tests, so a
-    rank that waits leaves its core to the ranks that work.
+    tests for ``thresholds.SPIN_SECONDS``, then naps between tests, so a rank that waits
+    leaves its core to the ranks that work: ``thresholds.NAP_SECONDS`` at first, each nap
+    twice the last up to ``longest_nap`` (default: ``NAP_SECONDS``, no growth).
     """
+    longest_nap = thresholds.NAP_SECONDS if longest_nap is None else longest_nap
     try:
         item = next(steps)
         while True:
@@ -198,9 +206,11 @@ def run(steps, comm, *, nap):
                 _wait(pending, comm)
             elif pending is not None and not _done(pending, comm):
                 begin = time.perf_counter()
+                seconds = thresholds.NAP_SECONDS
                 while not _done(pending, comm):
                     if time.perf_counter() - begin > thresholds.SPIN_SECONDS:
-                        time.sleep(thresholds.NAP_SECONDS)
+                        time.sleep(seconds)
+                        seconds = min(2 * seconds, longest_nap)
             item = next(steps)
     except StopIteration as stop:
         return stop.value

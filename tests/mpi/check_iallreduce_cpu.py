@@ -1,0 +1,30 @@
+"""CPU use of a rank waiting for an iallreduce that the other ranks join late.
+
+Rank 0 starts the call and waits; the others sleep ``DELAY`` seconds first. Rank 0 prints
+``cpu <fraction of one core>`` over its wait (all its threads).
+"""
+
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from collectives import SparseVector, iallreduce
+
+DELAY = 2.0
+comm = MPI.COMM_WORLD
+vec = SparseVector(np.arange(comm.rank, 1000, 3), np.ones(len(range(comm.rank, 1000, 3))), 1000)
+iallreduce(vec, comm).wait()  # the thread and the channel exist before the measurement
+comm.Barrier()
+if comm.rank == 0:
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = iallreduce(vec, comm, out="dense").wait()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(f"cpu {cpu / wall:.4f} wall {wall:.3f}", flush=True)
+else:
+    time.sleep(DELAY)
+    result = iallreduce(vec, comm, out="dense").wait()
+expected = np.zeros(1000)
+for r in range(comm.size):
+    expected[r::3] += 1
+assert np.array_equal(result, expected)

@@ -1,0 +1,30 @@
+import pytest
+from mpirun import run_mpi
+
+pytestmark = pytest.mark.usefixtures("compiled_kernels")
+
+
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4, 5])
+def test_iallreduce_equals_allreduce_in_order_and_errors_reach_all(nprocs):
+    result = run_mpi("check_iallreduce.py", nprocs, timeout=240)
+    for rank in range(nprocs):
+        assert "FAIL" not in result.stdout[rank], result.report()
+    assert result.stdout[0].splitlines()[-1] == "cases 418"
+
+
+@pytest.mark.parametrize("nprocs", [2, 3])
+def test_a_waiting_rank_leaves_its_core(nprocs):
+    # rank 0 waits 2 s for ranks that join late; its CPU time over that wait, all threads
+    result = run_mpi("check_iallreduce_cpu.py", nprocs, timeout=60)
+    cpu = float(result.stdout[0].split()[1])
+    assert cpu < 0.2, result.report()
+
+
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4, 5])
+def test_quantized_allreduce_is_unbiased_bounded_and_small(nprocs):
+    result = run_mpi("check_quantized.py", nprocs, timeout=240)
+    for rank in range(nprocs):
+        assert "FAIL" not in result.stdout[rank], result.report()
+    if nprocs > 1:
+        ratio = float(result.stdout[0].splitlines()[0].split()[-1])
+        assert ratio <= 0.2
