@@ -30,7 +30,7 @@ SPIN_SECONDS = 50e-6
 NAP_SECONDS = 20e-6
 """The nap between tests of a waiting rank (the system's timer slack may lengthen it)."""
 
-PROGRESS_NAP_SECONDS = 1e-3
+PROGRESS_NAP_SECONDS = 2e-4
 """The longest nap of the thread that drives non-blocking calls: its naps grow from
 ``NAP_SECONDS`` to this while it waits, so a long wait costs little CPU, at the price of
 up to this much delay in noticing that a message came."""

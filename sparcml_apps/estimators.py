@@ -14,7 +14,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOptions
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
@@ -68,6 +68,8 @@ class _SparseSGD(BaseEstimator):
         ],
         "error_feedback": ["boolean"],
         "allreduce": [StrOptions({"auto", *collectives.ALGORITHMS})],
+        "quantization_bits": [Options(Integral, set(collectives.BITS)), None],
+        "overlap": ["boolean"],
         "comm": [HasMethods(["Get_rank", "Get_size", "Allgather"]), None],
         "n_jobs": [Interval(Integral, 1, None, closed="left"), None],
         "callback": [callable, None],
@@ -100,6 +102,8 @@ class _SparseSGD(BaseEstimator):
         topk=0.01,
         error_feedback=True,
         allreduce="auto",
+        quantization_bits=None,
+        overlap=False,
         comm=None,
         n_jobs=None,
         callback=None,
@@ -128,6 +132,8 @@ class _SparseSGD(BaseEstimator):
         self.topk = topk
         self.error_feedback = error_feedback
         self.allreduce = allreduce
+        self.quantization_bits = quantization_bits
+        self.overlap = overlap
         self.comm = comm
         self.n_jobs = n_jobs
         self.callback = callback
@@ -322,6 +328,8 @@ class _SparseSGD(BaseEstimator):
             topk=self.topk,
             error_feedback=self.error_feedback,
             algorithm=self.allreduce,
+            quantization_bits=self.quantization_bits,
+            overlap=self.overlap,
             intercept_decay=SPARSE_INTERCEPT_DECAY if sparse_input else 1.0,
             verbose=self.verbose,
             classifier=isinstance(self, ClassifierMixin),
@@ -415,6 +423,12 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         Keep what TopK did not send and add it to the next step (else it is dropped).
     allreduce : str, default="auto"
         The algorithm of :func:`collectives.allreduce`.
+    quantization_bits : {2, 4, 8} or None, default=None
+        Send the values of every step as QSGD codes of this many bits (unbiased; the
+        ``dense`` algorithm sums exactly). A rank alone sends nothing, so rounds nothing.
+    overlap : bool, default=False
+        Sum a step's gradients while the next step's are computed (non-blocking
+        allreduce); a step's gradient then misses the step just before it.
     comm : mpi4py communicator, default=None
         Train on its ranks: every rank calls ``fit`` with its own rows (under ``mpiexec``).
     n_jobs : int, default=None
@@ -462,6 +476,8 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         topk=0.01,
         error_feedback=True,
         allreduce="auto",
+        quantization_bits=None,
+        overlap=False,
         comm=None,
         n_jobs=None,
         callback=None,
@@ -491,6 +507,8 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
             topk=topk,
             error_feedback=error_feedback,
             allreduce=allreduce,
+            quantization_bits=quantization_bits,
+            overlap=overlap,
             comm=comm,
             n_jobs=n_jobs,
             callback=callback,
@@ -646,6 +664,8 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
         topk=0.01,
         error_feedback=True,
         allreduce="auto",
+        quantization_bits=None,
+        overlap=False,
         comm=None,
         n_jobs=None,
         callback=None,
@@ -675,6 +695,8 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
             topk=topk,
             error_feedback=error_feedback,
             allreduce=allreduce,
+            quantization_bits=quantization_bits,
+            overlap=overlap,
             comm=comm,
             n_jobs=n_jobs,
             callback=callback,

@@ -5,6 +5,9 @@ Every step, each rank turns its next ``batch_size`` rows into the sparse vector
 then one entry per intercept), optionally keeps back all but its TopK entries (error
 feedback), and the ranks sum their vectors with :func:`collectives.allreduce`. Every rank
 then applies the same sum to the same weights, so all ranks hold the same model bit for bit.
+With ``overlap``, the sum of a step travels (:func:`collectives.iallreduce`) while the
+ranks compute the next step's gradient, which therefore sees the weights without the
+step before it (a delay of one step); an epoch ends with every step applied.
 On a single rank without compression the sum is the rank's own step, so each row's update
 goes to the weights directly (one compiled loop per epoch), with the same arithmetic.
 
@@ -56,6 +59,8 @@ class Setup:
     topk: float = 0.01  # fraction of the coordinates (float) or a count (int)
     error_feedback: bool = True
     algorithm: str = "auto"
+    quantization_bits: int | None = None
+    overlap: bool = False
     intercept_decay: float = 1.0
     verbose: int = 0
     classifier: bool = True
@@ -243,7 +248,8 @@ class _Epochs:
         comm.Allgather(np.array([X.shape[0]], np.int64), self.counts)
         self.steps = int(-(-self.counts.max() // setup.batch_size))
         self.params = setup.params(setup.batch_size * nprocs)
-        self.local = nprocs == 1 and setup.compression is None
+        self.local = nprocs == 1 and setup.compression is None and not setup.overlap
+        self.pending = None  # with overlap: the last step's sum in flight, its rate and rows
         self.buffers = None if self.local else _Buffers(X, setup)
         self.index_dtype = np.uint32 if setup.size < 2**32 else np.uint64
 
@@ -276,10 +282,11 @@ class _Epochs:
         for step in range(self.steps):
             rows = order[step * batch : (step + 1) * batch]
             rows_in_step = int(np.clip(self.counts - step * batch, 0, batch).sum())
-            loss_sum += self.step(rows, rows_in_step, stats)
+            loss_sum += self.step(step, rows, rows_in_step, stats)
+        self.settle()
         return loss_sum
 
-    def step(self, rows, rows_in_step, stats):
+    def step(self, step, rows, rows_in_step, stats):
         """One lock-step SGD step over ``rows``; this rank's summed loss over them."""
         X, w, b, setup = self.X, self.weights, self.buffers, self.setup
         n, loss_sum, eta = K.batch_gradient(
@@ -311,7 +318,28 @@ class _Epochs:
         if setup.compression == "topk":
             vec = _compress(vec, setup, w)
         self.sent_entries += vec.nnz
-        total = collectives.allreduce(vec, self.comm, algorithm=setup.algorithm, stats=stats)
+        options = dict(algorithm=setup.algorithm, stats=stats)
+        if setup.quantization_bits:
+            # the same on every rank, new every step: (seed, epoch, step)
+            options["quantization_bits"] = setup.quantization_bits
+            options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | step
+        if setup.overlap:
+            self.settle()
+            self.pending = collectives.iallreduce(vec, self.comm, **options), eta, rows_in_step
+        else:
+            self.apply(collectives.allreduce(vec, self.comm, **options), eta, rows_in_step)
+        return loss_sum
+
+    def settle(self):
+        """Wait for the sum in flight, if any, and apply it."""
+        if self.pending is not None:
+            request, eta, rows_in_step = self.pending
+            self.pending = None
+            self.apply(request.wait(), eta, rows_in_step)
+
+    def apply(self, total, eta, rows_in_step):
+        """Apply the summed step ``total`` taken at rate ``eta`` over ``rows_in_step`` rows."""
+        w = self.weights
         if isinstance(total, np.ndarray):
             total = SparseVector.from_dense(total)
         K.take_step(
@@ -328,7 +356,6 @@ class _Epochs:
             w.base,
             w.average_intercept,
         )
-        return loss_sum
 
 
 def _global_sums(comm, values):

@@ -61,16 +61,33 @@ def test_n_jobs_equals_mpiexec_bit_for_bit(tmp_path):
     )
 
 
+@needs_a9a
+def test_overlap_and_quantization_keep_ranks_identical_and_accurate(tmp_path):
+    Xt, yt = load_svmlight_file(LIBSVM / "a9a.t", n_features=123)
+    # a sparse algorithm (auto sums a9a's 124 entries dense, which is exact); averaging
+    # keeps five epochs' accuracy from swinging with the seed
+    common = ("loss='log_loss'", "max_iter=5", "tol=None", "average=True",
+              "allreduce='ssar_split_allgather'")  # fmt: skip
+    options = (*common, "overlap=True", "quantization_bits=4")
+    # the script exits non-zero unless every rank holds the same model, bit for bit
+    first, again = (spmd_models(tmp_path, 3, [5], *options)[0] for _ in range(2))
+    assert first.tobytes() == again.tobytes()
+    exact = spmd_models(tmp_path, 3, [5], *common)[0]
+    assert first.tobytes() != exact.tobytes()
+    assert accuracy(first, Xt, yt) >= accuracy(exact, Xt, yt) - 0.005
+
+
 @pytest.mark.parametrize(
-    ("case", "culprit", "message"),
+    ("case", "culprit", "message", "overlap"),
     [
-        ("callback", 1, "RuntimeError: rank 1 gives up at epoch 2"),
-        ("data", 2, "ValueError: Input X contains NaN"),
+        ("callback", 1, "RuntimeError: rank 1 gives up at epoch 2", ""),
+        ("data", 2, "ValueError: Input X contains NaN", ""),
+        ("callback", 1, "RuntimeError: rank 1 gives up at epoch 2", "overlap"),
     ],
 )
-def test_a_failing_rank_stops_every_rank(case, culprit, message):
+def test_a_failing_rank_stops_every_rank(case, culprit, message, overlap):
     begin = time.monotonic()
-    result = run_mpi("fit_failing.py", 4, case, timeout=60)
+    result = run_mpi("fit_failing.py", 4, case, overlap, timeout=60)
     assert time.monotonic() - begin < 30
     for rank, out in enumerate(result.stdout):
         if rank == culprit:

@@ -28,8 +28,10 @@ def reference_fit(
     learning_rate="optimal",
     eta0=0.01,
     power_t=0.5,
+    delayed=False,
 ):
-    """Mini-batch SGD as training.py documents it: one rank, rows in file order."""
+    """Mini-batch SGD as training.py documents it: one rank, rows in file order. With
+    ``delayed``, a step's gradient is taken before the step before it is applied."""
     n, width = X.shape
     w = np.zeros(width)
     b = 0.0
@@ -56,10 +58,27 @@ def reference_fit(
             w[j] = min(0.0, z + (l1_total - l1_applied[j]))
         l1_applied[j] += w[j] - z
 
+    def apply(rows, coef, eta):
+        nonlocal w, b, t, l1_total, sums, intercept_sum, steps
+        g = rows.shape[0]
+        w *= max(0.0, 1.0 - eta * alpha * (1 - l1_ratio)) ** g
+        l1_total += eta * alpha * l1_ratio * g
+        touched = np.unique(rows.indices)
+        w -= rows.T @ coef
+        b -= coef.sum() * intercept_decay
+        if l1_ratio > 0:
+            for j in touched:
+                clip(j)
+        if average:
+            sums += w
+            intercept_sum += b
+            steps += 1
+        t += g
+
     for _ in range(epochs):
+        pending = None
         for start in range(0, n, batch):
             rows = X[start : start + batch]
-            g = rows.shape[0]
             if learning_rate == "optimal":
                 eta = 1.0 / (alpha * (t0 + t - 1.0))
             elif learning_rate == "constant":
@@ -67,19 +86,14 @@ def reference_fit(
             else:
                 eta = eta0 / t**power_t
             coef = eta * slope(rows @ w + b, y[start : start + batch])
-            w *= max(0.0, 1.0 - eta * alpha * (1 - l1_ratio)) ** g
-            l1_total += eta * alpha * l1_ratio * g
-            touched = np.unique(rows.indices)
-            w -= rows.T @ coef
-            b -= coef.sum() * intercept_decay
-            if l1_ratio > 0:
-                for j in touched:
-                    clip(j)
-            if average:
-                sums += w
-                intercept_sum += b
-                steps += 1
-            t += g
+            if pending is not None:
+                apply(*pending)
+            pending = rows, coef, eta
+            if not delayed:
+                apply(*pending)
+                pending = None
+        if pending is not None:
+            apply(*pending)
         if l1_ratio > 0:
             for j in range(width):
                 clip(j)
@@ -182,3 +196,25 @@ def test_regressor_invscaling_follows_the_arithmetic(data):
     )
     np.testing.assert_allclose(model.coef_.ravel(), w, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(model.intercept_, [b], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("batch", [1, 16])
+@pytest.mark.parametrize(
+    ("penalty", "l1_ratio", "average"), [("l2", 0.0, False), ("l1", 1.0, True)]
+)
+def test_overlap_delays_each_gradient_by_one_step(data, batch, penalty, l1_ratio, average):
+    X, y = data
+    options = dict(
+        loss="log_loss", penalty=penalty, alpha=0.01, l1_ratio=l1_ratio, batch_size=batch,
+        max_iter=3, tol=None, shuffle=False, average=average, learning_rate="constant",
+        eta0=0.01,
+    )  # fmt: skip
+    model = SparseSGDClassifier(overlap=True, **options).fit(X, y)
+    w, b = reference_fit(
+        X, y, alpha=0.01, l1_ratio=l1_ratio, batch=batch, epochs=3, average=average,
+        intercept_decay=0.01, learning_rate="constant", eta0=0.01, delayed=True,
+    )  # fmt: skip
+    np.testing.assert_allclose(model.coef_.ravel(), w, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(model.intercept_, [b], rtol=1e-12, atol=1e-14)
+    undelayed = SparseSGDClassifier(**options).fit(X, y)
+    assert not np.allclose(model.coef_, undelayed.coef_, rtol=1e-6)

@@ -1,7 +1,7 @@
 """A fit in which one rank fails; every rank prints what it raised.
 
-Argument: "callback" (rank 1's callback raises at epoch 2) or "data" (rank 2's rows hold
-a NaN).
+Arguments: "callback" (rank 1's callback raises at epoch 2) or "data" (rank 2's rows hold
+a NaN); then "overlap" to sum each step while the next is computed.
 """
 
 import sys
@@ -24,7 +24,10 @@ if sys.argv[1] == "callback":
 elif comm.rank == 2:
     X[5, 3] = np.nan
 try:
-    SparseSGDClassifier(comm=comm, callback=callback, max_iter=50, tol=None).fit(X, y)
+    overlap = sys.argv[2:] == ["overlap"]
+    SparseSGDClassifier(comm=comm, callback=callback, max_iter=50, tol=None, overlap=overlap).fit(
+        X, y
+    )
 except Exception as exc:  # noqa: BLE001 - the test reads what each rank raised
     print(f"{type(exc).__name__}: {exc}", flush=True)
 else:
