@@ -27,6 +27,14 @@ def run_module(nprocs, module, args=(), *, env=None, timeout=None, capture=True)
     On a timeout every rank is killed and ``subprocess.TimeoutExpired`` raised.
     """
     command = [mpiexec(), "-n", str(nprocs), sys.executable, "-m", module, *map(str, args)]
+    return run(command, env=env, timeout=timeout, capture=capture)
+
+
+def run(command, *, env=None, timeout=None, capture=True):
+    """Run an ``mpiexec`` ``command`` with :data:`RANK_ENV` and ``env``; the completed process.
+
+    On a timeout every process it started is killed and ``subprocess.TimeoutExpired`` raised.
+    """
     environment = {**os.environ, **RANK_ENV, **(env or {})}
     output = subprocess.PIPE if capture else None
     with subprocess.Popen(

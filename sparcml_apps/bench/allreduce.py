@@ -2,12 +2,17 @@
 
 For every P, size N and density: each algorithm's median time (slowest rank, over repeats),
 bytes sent per rank (largest over ranks) and what the alpha-beta model predicts, and the
-speedup over MPI ``Allreduce`` of the already-dense vector. Prints a table, writes JSON.
+speedup over MPI ``Allreduce`` of the already-dense vector. Prints a table, how often
+``auto`` came within 10% of the fastest fixed algorithm, and writes JSON. With ``--rate``,
+the ranks talk over emulated links of that rate (:mod:`sparcml_apps.netem`; root only).
 """
 
 import json
 from pathlib import Path
 
+from collectives import ALGORITHMS
+
+from .. import netem
 from .._mpiexec import run_module
 
 QUICK = {"sizes": [2**16], "densities": [0.001, 0.01], "nprocs": [2], "repeat": 3}
@@ -59,6 +64,11 @@ def add_arguments(parser):
     parser.add_argument(
         "--quick", action="store_true", help="a small grid that runs in seconds (N=2^16, P=2)"
     )
+    parser.add_argument(
+        "--rate",
+        help="run the ranks in network namespaces over links of this tc rate, e.g. 1gbit "
+        "(root only; default: the local node, shared memory)",
+    )
 
 
 def _run_ranks(nprocs, args):
@@ -76,7 +86,12 @@ def _run_ranks(nprocs, args):
     ]
     if args.algorithms:
         worker_args += ["--algorithms", *args.algorithms]
-    done = run_module(nprocs, "sparcml_apps.bench._allreduce_ranks", worker_args)
+    module = "sparcml_apps.bench._allreduce_ranks"
+    if args.rate:
+        with netem.EmulatedNetwork(nprocs, args.rate) as network:
+            done = network.run_module(module, worker_args)
+    else:
+        done = run_module(nprocs, module, worker_args)
     if done.returncode != 0:
         raise RuntimeError(
             f"the allreduce benchmark failed on {nprocs} ranks (exit {done.returncode}):\n"
@@ -104,14 +119,37 @@ def table(records):
     return "\n".join(lines)
 
 
+def auto_summary(records, slack=0.10):
+    """How many cells ``auto`` ran within ``slack`` of the fastest fixed algorithm."""
+    cells = {}
+    for r in records:
+        cells.setdefault((r["nprocs"], r["size"], r["density"]), []).append(r)
+    good = total = 0
+    for cell in cells.values():
+        auto = [r["seconds"] for r in cell if r["algorithm"] == "auto"]
+        fixed = [r["seconds"] for r in cell if r["algorithm"] in ALGORITHMS]
+        if auto and fixed:
+            total += 1
+            good += auto[0] <= (1 + slack) * min(fixed)
+    return f"auto within {slack:.0%} of the fastest fixed algorithm in {good} of {total} cells"
+
+
 def run(args):
     if args.quick:
         for key, value in QUICK.items():
             setattr(args, key, value)
+    if args.rate:
+        netem.rate_bits(args.rate)  # a bad rate fails before anything starts
+        reason = netem.unavailable()
+        if reason is not None:
+            print(f"skipped: {reason}")
+            return 0
+        print(f"ranks in network namespaces, links of {args.rate} each way (MPICH over TCP)\n")
     records = []
     for nprocs in args.nprocs:
         records += _run_ranks(nprocs, args)
     print(table(records))
+    print(f"\n{auto_summary(records)}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(records, indent=1))
     print(f"\nwrote {args.json}")

@@ -1,0 +1,147 @@
+"""Emulated network links: MPI ranks in network namespaces joined by shaped veth links.
+
+``EmulatedNetwork(nprocs, "1gbit")`` makes one network namespace per rank, each with an
+``eth0`` at ``10.213.0.(rank + 1)/24``, and a hub namespace whose bridge joins them. Both
+directions of every link go through a token bucket (``tc tbf``) at the given rate, like a
+switch port. ``run_module`` starts a Python module on the ranks with ``mpiexec``: MPICH
+crosses namespaces only over its TCP path (``MPIR_CVAR_NOLOCAL=1``, the ``ofi`` netmod,
+libfabric's ``tcp`` provider), and its launcher, hydra, starts the proxy of each host
+through a small script that enters that host's namespace (``-launcher ssh -launcher-exec``).
+Leaving the ``with`` block deletes every namespace, and so every link; so does a failed
+setup. Needs root, ``ip`` and ``tc``: :func:`unavailable` says what is missing.
+
+Only bandwidth is emulated: veth links add no latency of their own.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ._mpiexec import mpiexec, run
+
+SUBNET = "10.213.0"
+MPI_OVER_TCP = {
+    "MPIR_CVAR_NOLOCAL": "1",
+    "MPIR_CVAR_CH4_NETMOD": "ofi",
+    "FI_PROVIDER": "tcp",
+    "FI_TCP_IFACE": "eth0",
+}
+_RATE = re.compile(r"^(\d+(?:\.\d+)?)([kmg]?)bit$")
+_UNIT = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}
+_BURST_SECONDS = 0.002  # a token bucket holds this long a send at full rate
+_LAUNCHER = """#!/bin/sh
+# hydra runs: this [-x] HOST COMMAND; HOST 10.213.0.N is the namespace of rank N - 1
+[ "$1" = "-x" ] && shift
+host=$1
+shift
+exec ip netns exec "{prefix}$(( ${{host##*.}} - 1 ))" sh -c "$*"
+"""
+
+
+def unavailable():
+    """Why emulated links cannot be made here, or None when they can."""
+    if os.geteuid() != 0:
+        return "emulated links need root (network namespaces, veth links, tc)"
+    missing = [tool for tool in ("ip", "tc") if shutil.which(tool) is None]
+    if missing:
+        return f"emulated links need {' and '.join(missing)} (iproute2)"
+    return None
+
+
+def rate_bits(rate):
+    """Bits per second of a ``tc`` rate such as ``"1gbit"`` or ``"500mbit"``."""
+    match = _RATE.match(rate) if isinstance(rate, str) else None
+    if match is None:
+        raise ValueError(f"rate must be a tc rate such as '1gbit' or '500mbit', got {rate!r}")
+    return float(match.group(1)) * _UNIT[match.group(2)]
+
+
+def _ip(*args):
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+class EmulatedNetwork:
+    """``nprocs`` namespaces joined through a bridge by links of ``rate`` each way."""
+
+    def __init__(self, nprocs, rate="1gbit"):
+        if nprocs < 1 or nprocs > 250:
+            raise ValueError(f"nprocs must be in [1, 250], got {nprocs}")
+        self.nprocs, self.rate = nprocs, rate
+        self.burst = max(64 * 1024, int(rate_bits(rate) / 8 * _BURST_SECONDS))
+        self.prefix = f"sparcml{os.getpid()}-r"
+        self.hub = f"sparcml{os.getpid()}-hub"
+        self.hosts = [f"{SUBNET}.{rank + 1}" for rank in range(nprocs)]
+        self._made = []
+        self._folder = None
+
+    def __enter__(self):
+        reason = unavailable()
+        if reason is not None:
+            raise PermissionError(reason)
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _namespace(self, name):
+        _ip("netns", "add", name)
+        self._made.append(name)
+        _ip("-n", name, "link", "set", "lo", "up")
+
+    def _shape(self, namespace, device):
+        _ip("-n", namespace, "link", "set", device, "up")
+        subprocess.run(
+            ["ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", device, "root",
+             "tbf", "rate", self.rate, "burst", str(self.burst), "latency", "100ms"],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+
+    def _build(self):
+        self._namespace(self.hub)
+        _ip("-n", self.hub, "link", "add", "br0", "type", "bridge")
+        _ip("-n", self.hub, "link", "set", "br0", "up")
+        for rank, host in enumerate(self.hosts):
+            namespace = f"{self.prefix}{rank}"
+            self._namespace(namespace)
+            port = f"port{rank}"
+            _ip("-n", self.hub, "link", "add", port, "type", "veth",
+                "peer", "name", "eth0", "netns", namespace)  # fmt: skip
+            _ip("-n", self.hub, "link", "set", port, "master", "br0")
+            _ip("-n", namespace, "addr", "add", f"{host}/24", "dev", "eth0")
+            self._shape(self.hub, port)
+            self._shape(namespace, "eth0")
+        self._folder = Path(tempfile.mkdtemp(prefix="sparcml-netem-"))
+        self.launcher = self._folder / "launch"
+        self.launcher.write_text(_LAUNCHER.format(prefix=self.prefix))
+        self.launcher.chmod(0o755)
+
+    def close(self):
+        """Delete the namespaces (and with them the links) and the launcher script."""
+        while self._made:
+            subprocess.run(["ip", "netns", "del", self._made.pop()], capture_output=True)
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+    def command(self, argv):
+        """The command that runs ``argv`` on every rank, one rank per namespace."""
+        return [
+            "ip", "netns", "exec", f"{self.prefix}0", mpiexec(),
+            "-launcher", "ssh", "-launcher-exec", str(self.launcher), "-iface", "eth0",
+            "-hosts", ",".join(self.hosts), "-ppn", "1", "-n", str(self.nprocs), *argv,
+        ]  # fmt: skip
+
+    def run_module(self, module, args=(), *, env=None, timeout=None):
+        """Run ``python -m module args`` on the ranks; the completed process (output
+        captured). On a timeout every process is killed and ``TimeoutExpired`` raised."""
+        command = self.command([sys.executable, "-m", module, *map(str, args)])
+        return run(command, env={**MPI_OVER_TCP, **(env or {})}, timeout=timeout)
