@@ -29,13 +29,20 @@ class _Channel:
     behind them, so the calls on a channel always run in the order they were made.
     """
 
-    __slots__ = ("comm", "calls", "crowded", "progress")
+    __slots__ = ("comm", "calls", "crowded", "progress", "calibrated")
 
     def __init__(self, comm):
         self.comm, self.calls, self.progress = comm, 0, None
         node = comm.Split_type(MPI.COMM_TYPE_SHARED)
         self.crowded = node.Get_size() > len(os.sched_getaffinity(0))
         node.Free()
+        # rank 0's stored calibration for this many ranks (NaN: none), alike on every rank
+        calibrated = np.full(len(cost_model.NAMES), np.nan)
+        if comm.Get_rank() == 0:
+            found = cost_model.stored(comm.Get_size()) or {}
+            calibrated[:] = [found.get(name) or np.nan for name in cost_model.NAMES]
+        comm.Bcast(calibrated, root=0)
+        self.calibrated = tuple(calibrated.tolist())
 
     def wire(self, codec=None, blocking=None):
         """A :class:`Wire` for the next call; by default blocking when the ranks poll
@@ -179,13 +186,13 @@ def check(error=None, comm=None):
     chan.run(_agree(wire, SparseVector.empty(0), "auto", error, "check"))
 
 
-def _steps(wire, vec, algorithm, out, bits, error):
+def _steps(wire, vec, algorithm, out, bits, error, calibrated):
     """The whole allreduce as a generator: agreement, choice, algorithm, output form."""
     max_nnz = yield from _agree(wire, vec, algorithm, error, bits=bits)
     if algorithm == "auto":
         index_itemsize = 4 if vec.size < 2**32 else 8
         algorithm = cost_model.choose_quickly(
-            wire.size, vec.size, max_nnz, vec.dtype.itemsize, index_itemsize
+            wire.size, vec.size, max_nnz, vec.dtype.itemsize, index_itemsize, calibrated
         )
     if algorithm != "dense" and isinstance(vec, np.ndarray):
         vec = SparseVector.from_dense(vec)
@@ -209,7 +216,7 @@ def start(chan, vec, algorithm, out, quantization_bits, random_state, blocking=N
         seed = [1, chan.calls] if random_state is None else [0, random_state]
         codec = Quantizing(quantization_bits, seed)
     wire = chan.wire(codec, blocking)
-    return wire, _steps(wire, vec, algorithm, out, quantization_bits, error)
+    return wire, _steps(wire, vec, algorithm, out, quantization_bits, error, chan.calibrated)
 
 
 def record(stats, wire, algorithm, seconds):

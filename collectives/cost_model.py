@@ -5,10 +5,20 @@ A rank's time is ``alpha * messages + beta * bytes_sent + gamma * merged entries
 vectors of ``k`` nonzeros out of ``n`` holds ``n (1 - (1 - k/n)**m)`` entries, an upper bound
 for the skewed supports of real gradients. The constants are module attributes; assign
 measured ones (or pass them) to fit a machine.
+
+:func:`calibrate` measures the constants on a communicator and :func:`store` keeps them
+in a JSON file (:func:`calibration_path`), one record per number of ranks; the collectives
+of a communicator of P ranks then use the record for P that its rank 0 finds there
+(:func:`stored`), and the module attributes where there is none.
 """
 
 import functools
+import json
+import os
+import socket
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import thresholds
 
@@ -21,7 +31,9 @@ GAMMA = 4e-9
 DENSE_GAMMA = 5e-10
 """Seconds per element of dense work (zero fill, elementwise sum)."""
 
-_HEADER_BYTES = 64  # the agreement check every call makes first
+_HEADER_BYTES = 80  # the agreement check every call makes first
+NAMES = ("alpha", "beta", "gamma", "dense_gamma")
+CALIBRATION_ENV = "SPARCML_CALIBRATION"
 
 
 @dataclass(frozen=True)
@@ -120,11 +132,18 @@ def choose(nprocs, size, nnz, *, value_itemsize=4, index_itemsize=4, **constants
     return min(names, key=costs.__getitem__)
 
 
-def choose_quickly(nprocs, size, nnz, value_itemsize=4, index_itemsize=4):
-    """:func:`choose` with the module's constants, for ``nnz`` rounded up to the next of
-    16 steps per doubling; remembered, as collectives call it every time."""
+def choose_quickly(nprocs, size, nnz, value_itemsize=4, index_itemsize=4, calibrated=None):
+    """:func:`choose` with the ``calibrated`` constants (a tuple in the order of
+    :data:`NAMES`, None or NaN for the module's), for ``nnz`` rounded up to the next of 16
+    steps per doubling; remembered, as collectives call it every time."""
     rounded = 0 if nnz == 0 else _round_up(nnz)
-    constants = (ALPHA, BETA, GAMMA, DENSE_GAMMA, thresholds.DELTA_SCALE)
+    defaults = (ALPHA, BETA, GAMMA, DENSE_GAMMA)
+    calibrated = calibrated or (None,) * len(NAMES)
+    constants = tuple(
+        default if value is None or value != value else value
+        for value, default in zip(calibrated, defaults, strict=True)
+    )
+    constants = (*constants, thresholds.DELTA_SCALE)
     return _remembered(nprocs, size, rounded, value_itemsize, index_itemsize, constants)
 
 
@@ -150,3 +169,54 @@ def _remembered(nprocs, size, nnz, value_itemsize, index_itemsize, constants):
         gamma=gamma,
         dense_gamma=dense_gamma,
     )
+
+
+def calibration_path():
+    """The calibration file: ``$SPARCML_CALIBRATION``, else ``sparcml/calibration.json``
+    under ``$XDG_CACHE_HOME`` (default ``~/.cache``)."""
+    if os.environ.get(CALIBRATION_ENV):
+        return Path(os.environ[CALIBRATION_ENV])
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "sparcml" / "calibration.json"
+
+
+def _records(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"calibration file {path} is not readable JSON: {exc}") from exc
+
+
+def stored(nprocs, path=None):
+    """The constants stored for ``nprocs`` ranks (a dict keyed by :data:`NAMES`), or None."""
+    record = _records(path or calibration_path()).get(str(nprocs))
+    if record is None:
+        return None
+    return {name: record.get(name) for name in NAMES}
+
+
+def store(constants, nprocs, path=None):
+    """Keep ``constants`` (a dict keyed by :data:`NAMES`) as the record for ``nprocs`` ranks;
+    the file written whole, atomically. Returns its path."""
+    path = Path(path or calibration_path())
+    records = _records(path)
+    records[str(nprocs)] = {
+        **{name: constants.get(name) for name in NAMES},
+        "host": socket.gethostname(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(records, indent=1) + "\n")
+    part.replace(path)
+    return path
+
+
+def calibrate(comm=None, *, repeat=5):
+    """Measure the constants on ``comm`` (every rank calls it); see
+    :mod:`collectives._calibrate`."""
+    from ._calibrate import calibrate as measure
+
+    return measure(comm, repeat=repeat)

@@ -140,8 +140,11 @@ class EmulatedNetwork:
             "-hosts", ",".join(self.hosts), "-ppn", "1", "-n", str(self.nprocs), *argv,
         ]  # fmt: skip
 
+    def run(self, argv, *, env=None, timeout=None):
+        """Run ``argv`` on the ranks; the completed process (output captured). On a timeout
+        every process is killed and ``subprocess.TimeoutExpired`` raised."""
+        return run(self.command(argv), env={**MPI_OVER_TCP, **(env or {})}, timeout=timeout)
+
     def run_module(self, module, args=(), *, env=None, timeout=None):
-        """Run ``python -m module args`` on the ranks; the completed process (output
-        captured). On a timeout every process is killed and ``TimeoutExpired`` raised."""
-        command = self.command([sys.executable, "-m", module, *map(str, args)])
-        return run(command, env={**MPI_OVER_TCP, **(env or {})}, timeout=timeout)
+        """Run ``python -m module args`` on the ranks, as :meth:`run`."""
+        return self.run([sys.executable, "-m", module, *map(str, args)], env=env, timeout=timeout)

@@ -12,7 +12,7 @@ def test_expected_union_matches_counting():
 
 def test_dense_bytes_are_those_of_a_bandwidth_optimal_allreduce():
     p = cost_model.predict("dense", 4, 2**20, 0, value_itemsize=4)
-    header = 2 * 3 * 64 / 4
+    header = 2 * 3 * 80 / 4
     assert p.bytes_sent == pytest.approx(2 * 3 / 4 * 4 * 2**20 + header)
 
 
@@ -20,7 +20,7 @@ def test_split_allgather_bytes_count_both_phases():
     n, k, procs = 2**20, 1000, 4
     union = cost_model.expected_union(n, k, procs) / procs
     p = cost_model.predict("ssar_split_allgather", procs, n, k)
-    expected = 2 * 3 * 64 / 4 + 3 * (8 * k / 4 + 8 + 16 + 8 * union)
+    expected = 2 * 3 * 80 / 4 + 3 * (8 * k / 4 + 8 + 16 + 8 * union)
     assert p.bytes_sent == pytest.approx(expected)
 
 
@@ -44,3 +44,43 @@ def test_choose_prefers_split_for_many_nonzeros():
 def test_unknown_algorithm():
     with pytest.raises(ValueError, match="unknown algorithm 'ring'"):
         cost_model.predict("ring", 2, 10, 1)
+
+
+def test_store_keeps_one_record_per_number_of_ranks(tmp_path, monkeypatch):
+    path = tmp_path / "nested" / "calibration.json"
+    monkeypatch.setenv(cost_model.CALIBRATION_ENV, str(path))
+    assert cost_model.calibration_path() == path
+    assert cost_model.stored(4) is None
+    constants = {"alpha": 1e-5, "beta": 1e-9, "gamma": 2e-9, "dense_gamma": 3e-10}
+    assert cost_model.store(constants, 4) == path
+    cost_model.store({**constants, "alpha": 7e-5}, 2)
+    assert cost_model.stored(4) == constants
+    assert cost_model.stored(2)["alpha"] == 7e-5
+    assert cost_model.stored(3) is None
+
+
+def test_default_path_is_in_the_cache_home(monkeypatch, tmp_path):
+    monkeypatch.delenv(cost_model.CALIBRATION_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cost_model.calibration_path() == tmp_path / "sparcml" / "calibration.json"
+
+
+def test_unreadable_calibration_names_the_file(tmp_path):
+    path = tmp_path / "calibration.json"
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match=f"calibration file {path} is not readable JSON"):
+        cost_model.stored(2, path)
+
+
+def test_choose_quickly_follows_calibrated_constants():
+    n, k = 2**20, 2**14
+    default = cost_model.choose_quickly(4, n, k)
+    assert default == cost_model.choose(4, n, k)
+    # messages nearly free and bytes dear: the algorithm that sends the fewest bytes
+    calibrated = (1e-12, 1.0, float("nan"), None)
+    fewest = min(
+        ALGORITHMS, key=lambda name: cost_model.predict(name, 4, n, k, beta=1.0).bytes_sent
+    )
+    assert cost_model.choose_quickly(4, n, k, calibrated=calibrated) == fewest
+    dear_merges = (1e-12, 1e-15, 1.0, 1e-15)  # dense merges nothing
+    assert cost_model.choose_quickly(4, n, k, calibrated=dear_merges) == "dense"

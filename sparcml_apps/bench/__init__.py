@@ -7,4 +7,6 @@ BENCHMARKS = {
     "allreduce": "sparcml_apps.bench.allreduce",
     "train": "sparcml_apps.bench.train",
     "parse": "sparcml_apps.bench.parse",
+    "calibrate": "sparcml_apps.bench.calibrate",
+    "overlap": "sparcml_apps.bench.overlap",
 }

@@ -25,7 +25,7 @@ def local_vector(size, density, dtype, rank):
 
 
 def timed(comm, call, repeat):
-    """Median over ``repeat`` runs of the slowest rank's time (after one warm-up)."""
+    """Median and least over ``repeat`` runs of the slowest rank's time (after a warm-up)."""
     call()
     times = []
     for _ in range(repeat):
@@ -33,13 +33,14 @@ def timed(comm, call, repeat):
         begin = time.perf_counter()
         call()
         times.append(comm.allreduce(time.perf_counter() - begin, MPI.MAX))
-    return float(np.median(times))
+    return float(np.median(times)), float(np.min(times))
 
 
 def measure(comm, size, density, dtype, algorithms, repeat):
     vec = local_vector(size, density, dtype, comm.rank)
     dense = vec.to_dense()
     max_nnz = comm.allreduce(vec.nnz, MPI.MAX)
+    constants = {k: v for k, v in (cost_model.stored(comm.size) or {}).items() if v is not None}
     records = []
     for name in [BASELINE, *algorithms]:
         stats = Stats()
@@ -58,7 +59,7 @@ def measure(comm, size, density, dtype, algorithms, repeat):
             def call(name=name):
                 allreduce(vec, comm, algorithm=name)
 
-        seconds = timed(comm, call, repeat)
+        seconds, best = timed(comm, call, repeat)
         model = (
             cost_model.predict(
                 chosen,
@@ -67,6 +68,7 @@ def measure(comm, size, density, dtype, algorithms, repeat):
                 max_nnz,
                 value_itemsize=np.dtype(dtype).itemsize,
                 index_itemsize=vec.indices.itemsize,
+                **constants,
             )
             if chosen != BASELINE
             else None
@@ -80,6 +82,7 @@ def measure(comm, size, density, dtype, algorithms, repeat):
                 "algorithm": name,
                 "chosen": chosen,
                 "seconds": seconds,
+                "best_seconds": best,
                 "bytes_sent_per_rank": comm.allreduce(sent, MPI.MAX),
                 "model_bytes_sent": model.bytes_sent if model else sent,
                 "model_seconds": model.seconds if model else None,

@@ -23,6 +23,8 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, required=True)
     parser.add_argument("--batch-size", type=int, required=True)
     parser.add_argument("--loss", required=True)
+    parser.add_argument("--overlap", action="store_true")
+    parser.add_argument("--quantization-bits", type=int, default=None)
     args = parser.parse_args(argv)
     comm = MPI.COMM_WORLD
     X, y, Xt, yt = url_like_split(args.rows, args.test_rows, args.features)
@@ -30,7 +32,8 @@ def main(argv=None):
     mine = slice(bounds[comm.rank], bounds[comm.rank + 1])
     model = SparseSGDClassifier(
         loss=args.loss, batch_size=args.batch_size, max_iter=args.epochs, tol=None,
-        random_state=0, comm=comm,
+        random_state=0, comm=comm, overlap=args.overlap,
+        quantization_bits=args.quantization_bits,
     )  # fmt: skip
     comm.Barrier()
     begin = time.perf_counter()
@@ -48,6 +51,9 @@ def main(argv=None):
             "accuracy": model.score(Xt, yt),
             "bytes_sent_per_rank": sent,
             "dense_bytes_per_rank": dense,
+            "epoch_losses": [record["loss"] for record in model.comm_stats_],
+            "overlap": args.overlap,
+            "quantization_bits": args.quantization_bits,
         }
         print(json.dumps(record), flush=True)
 
