@@ -1,9 +1,9 @@
 """Measure the cost model's constants on a communicator.
 
-Latency and inverse bandwidth come from the message pattern of the split algorithms: every
-rank sends ``m`` bytes to every other rank at once, through the same channel and waits as
-the collectives, for a few ``m``; a line through the slowest rank's times gives seconds
-per message and per byte. The compute constants time the merge kernel and a dense sum.
+Two kinds of timings, through the same channel and waits as the collectives: every rank
+sending ``m`` bytes to every other at once (messages and bytes only), and each algorithm on
+random vectors. The constants are those with which the model predicts all of them best,
+so ``auto`` ranks the algorithms as this machine, its network and this implementation do.
 """
 
 import time
@@ -11,10 +11,15 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ._allreduce import channel
+from . import cost_model
+from ._algorithms import ALGORITHMS
+from ._allreduce import allreduce, channel
 from ._kernels import merge_add
+from ._vector import SparseVector
 
 MESSAGE_BYTES = (0, 2**14, 2**17, 2**20, 2**22)
+GRID_SIZES = (2**19, 2**21, 2**23)
+GRID_DENSITIES = (0.0003, 0.003, 0.03, 0.2)
 _TAG = 0
 
 
@@ -52,33 +57,86 @@ def _local_seconds(call, repeat):
     return float(np.median(times))
 
 
-def calibrate(comm=None, *, repeat=5):
+def _algorithm_seconds(chan, vec, algorithm, repeat):
+    """Least over ``repeat`` runs of the slowest rank's time (other work only adds time)."""
+    allreduce(vec, chan.comm, algorithm=algorithm)
+    times = []
+    for _ in range(repeat):
+        chan.comm.Barrier()
+        begin = time.perf_counter()
+        allreduce(vec, chan.comm, algorithm=algorithm)
+        times.append(_slowest(chan.comm, time.perf_counter() - begin))
+    return min(times)
+
+
+def _features(algorithm, nprocs, size, nnz):
+    """What the model multiplies each constant by: a prediction with that constant 1."""
+    row = []
+    for name in cost_model.NAMES:
+        unit = dict.fromkeys(cost_model.NAMES, 0.0)
+        unit[name] = 1.0
+        row.append(cost_model.predict(algorithm, nprocs, size, nnz, **unit).seconds)
+    return row
+
+
+def _nonnegative_fit(features, seconds):
+    """The non-negative constants that minimize the relative errors of the model: least
+    squares over every subset of constants left free (four: sixteen small solves)."""
+    a = np.asarray(features) / np.asarray(seconds)[:, None]
+    b = np.ones(len(seconds))
+    best, best_error = np.zeros(a.shape[1]), np.inf
+    for subset in range(1, 2 ** a.shape[1]):
+        free = [j for j in range(a.shape[1]) if subset >> j & 1]
+        solution = np.linalg.lstsq(a[:, free], b, rcond=None)[0]
+        if np.any(solution < 0):
+            continue
+        constants = np.zeros(a.shape[1])
+        constants[free] = solution
+        error = float(np.sum((a @ constants - b) ** 2))
+        if error < best_error:
+            best, best_error = constants, error
+    return best
+
+
+def calibrate(comm=None, *, repeat=5, sizes=GRID_SIZES, densities=GRID_DENSITIES):
     """Measure ``alpha``, ``beta``, ``gamma`` and ``dense_gamma`` on ``comm`` (every rank
-    calls it; all get the same dict). One rank sends no messages: alpha and beta are then
-    None."""
+    calls it; all get the same dict).
+
+    Times every rank sending ``MESSAGE_BYTES`` to every other at once, and every algorithm
+    on random vectors of ``sizes`` and ``densities`` (nonzeros per rank), then fits the model's
+    constants to all those times (relative errors, constants non-negative). One rank sends
+    no messages: alpha and beta are then None, and the compute constants come from timing
+    the merge kernel and a dense sum.
+    """
     chan = channel(comm)
-    nprocs = chan.comm.Get_size()
+    nprocs, rank = chan.comm.Get_size(), chan.comm.Get_rank()
+    if nprocs == 1:
+        return {"alpha": None, "beta": None, **_kernel_constants(repeat)}
+    features, seconds = [], []
+    for nbytes in MESSAGE_BYTES:
+        features.append([nprocs - 1, (nprocs - 1) * nbytes, 0.0, 0.0])
+        seconds.append(_exchange_seconds(chan, nbytes, repeat))
+    for size in sizes:
+        for density in densities:
+            rng = np.random.default_rng([rank, size])
+            nnz = int(density * size)
+            indices = np.sort(rng.choice(size, nnz, replace=False))
+            vec = SparseVector(indices, rng.standard_normal(nnz).astype(np.float32), size)
+            for algorithm in ALGORITHMS:
+                features.append(_features(algorithm, nprocs, size, nnz))
+                seconds.append(_algorithm_seconds(chan, vec, algorithm, repeat))
+    # every rank fits the same slowest times: the same constants everywhere
+    fitted = _nonnegative_fit(features, seconds)
+    return {name: float(value) for name, value in zip(cost_model.NAMES, fitted, strict=True)}
+
+
+def _kernel_constants(repeat):
     rng = np.random.default_rng(0)
     n = 2**20
     a, b = (np.sort(rng.choice(8 * n, n, replace=False)).astype(np.uint32) for _ in range(2))
     values = rng.standard_normal(n).astype(np.float32)
     dense = np.zeros(8 * n, np.float32)
-    result = {
-        "alpha": None,
-        "beta": None,
+    return {
         "gamma": _local_seconds(lambda: merge_add(a, values, b, values), repeat) / (2 * n),
         "dense_gamma": _local_seconds(lambda: np.add(dense, dense, out=dense), repeat) / dense.size,
     }
-    if nprocs > 1:
-        peers = nprocs - 1
-        seconds = np.array([_exchange_seconds(chan, m, repeat) for m in MESSAGE_BYTES])
-        features = np.array([[peers, peers * m] for m in MESSAGE_BYTES], np.float64)
-        # relative errors: the small messages weigh as much as the large
-        fit = np.linalg.lstsq(features / seconds[:, None], np.ones(len(seconds)), rcond=None)
-        alpha, beta = fit[0]
-        result["alpha"] = max(float(alpha), 1e-8)
-        result["beta"] = max(float(beta), 1e-13)
-    # every rank computed from the same slowest times: the same dict everywhere
-    result["gamma"] = _slowest(chan.comm, result["gamma"])
-    result["dense_gamma"] = _slowest(chan.comm, result["dense_gamma"])
-    return result

@@ -86,25 +86,34 @@ def predict(
         held = [expected_union(size, nnz, (2**i) * nprocs / main) for i in range(rounds)]
         sent += entry * sum(held)
         merged += 2 * sum(held)
+        # every round's arrays are new (the message received, the merged sum): fresh pages
+        touched += 3 * sum(held) * entry / value_itemsize
         messages += 2 * rounds
         if main != nprocs:  # the folded ranks: one more exchange in and one out
             sent += entry * expected_union(size, nnz, nprocs)
             merged += 2 * nnz
             messages += 2
     elif algorithm in ("ssar_split_allgather", "dsar_split_allgather"):
+        length = size / nprocs
         union = expected_union(size, nnz, nprocs) / nprocs
         piece = entry * union
+        # an owner receives about nnz entries for its range: summed in a dense block
+        # (zeroed, added into, scanned) past ACCUMULATE_FRACTION, else merged pairwise
+        if nnz > thresholds.ACCUMULATE_FRACTION * length:
+            touched += 3 * length
+            merged += nnz
+        else:
+            merged += nnz * max(logp, 1)
+        merged += nprocs * union  # the reduced ranges gathered into one result
         if algorithm == "dsar_split_allgather":
-            length = size / nprocs
             if union > thresholds.delta(length, value_itemsize, index_itemsize):
                 piece = value_itemsize * length
                 touched += size
         sent += (nprocs - 1) * (entry * nnz / nprocs + 8 + 16 + piece)
-        merged += nnz * max(logp, 1)
         messages += 6 * (nprocs - 1)
     elif algorithm == "dense":
         sent += 2.0 * (nprocs - 1) * size * value_itemsize / nprocs
-        touched += 2 * size
+        touched += size
         messages += 2 * logp
     else:
         raise ValueError(f"unknown algorithm {algorithm!r}")
@@ -214,9 +223,9 @@ def store(constants, nprocs, path=None):
     return path
 
 
-def calibrate(comm=None, *, repeat=5):
-    """Measure the constants on ``comm`` (every rank calls it); see
-    :mod:`collectives._calibrate`."""
+def calibrate(comm=None, **options):
+    """Measure the constants on ``comm`` (every rank calls it); a dict keyed by
+    :data:`NAMES`. See :func:`collectives._calibrate.calibrate` for the ``options``."""
     from ._calibrate import calibrate as measure
 
-    return measure(comm, repeat=repeat)
+    return measure(comm, **options)

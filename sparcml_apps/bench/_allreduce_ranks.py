@@ -14,6 +14,7 @@ import collectives
 from collectives import SparseVector, Stats, allreduce, cost_model
 
 BASELINE = "mpi_allreduce"  # MPI Allreduce of a vector that is already dense
+BUDGET_SECONDS = 0.5  # the rounds of a cell go on (see timed) while they took less
 
 
 def local_vector(size, density, dtype, rank):
@@ -24,16 +25,30 @@ def local_vector(size, density, dtype, rank):
     return SparseVector(indices, rng.standard_normal(nnz).astype(dtype), size)
 
 
-def timed(comm, call, repeat):
-    """Median and least over ``repeat`` runs of the slowest rank's time (after a warm-up)."""
-    call()
-    times = []
-    for _ in range(repeat):
-        comm.Barrier()
-        begin = time.perf_counter()
+def timed(comm, calls, repeat):
+    """Median and least over ``repeat`` rounds or more of the slowest rank's time of each
+    call (the times, reduced to their largest, are alike on every rank: so are the rounds).
+
+    After a warm-up of each, a round runs every call once in turn, so that a change in the
+    machine's load over the rounds touches every call alike; each round takes them in a
+    new order (seeded: alike on every rank), so that no call always follows the same one,
+    which leaves it the caches and the memory allocator as that one left them (after the
+    dense algorithm frees its large arrays, the next call's arrays are fresh pages that
+    fault in: at 2^24 entries, several milliseconds).
+    """
+    for call in calls:
         call()
-        times.append(comm.allreduce(time.perf_counter() - begin, MPI.MAX))
-    return float(np.median(times)), float(np.min(times))
+    times = [[] for _ in calls]
+    round_ = 0
+    # quick calls get more rounds, up to ten times as many, for a steadier least time
+    while round_ < repeat or (round_ < 10 * repeat and sum(map(sum, times)) < BUDGET_SECONDS):
+        for at in np.random.default_rng(round_).permutation(len(calls)):
+            comm.Barrier()
+            begin = time.perf_counter()
+            calls[at]()
+            times[at].append(comm.allreduce(time.perf_counter() - begin, MPI.MAX))
+        round_ += 1
+    return [(float(np.median(taken)), float(np.min(taken))) for taken in times]
 
 
 def measure(comm, size, density, dtype, algorithms, repeat):
@@ -41,28 +56,31 @@ def measure(comm, size, density, dtype, algorithms, repeat):
     dense = vec.to_dense()
     max_nnz = comm.allreduce(vec.nnz, MPI.MAX)
     constants = {k: v for k, v in (cost_model.stored(comm.size) or {}).items() if v is not None}
-    records = []
-    for name in [BASELINE, *algorithms]:
-        stats = Stats()
+    names = [BASELINE, *algorithms]
+    calls, chosen, sent = [], [], []
+    for name in names:
         if name == BASELINE:
             result = np.empty_like(dense)
 
             def call(result=result):
                 comm.Allreduce(dense, result)
 
-            chosen = BASELINE
-            sent = 2 * (comm.size - 1) * dense.nbytes / comm.size
+            calls.append(call)
+            chosen.append(BASELINE)
+            sent.append(2 * (comm.size - 1) * dense.nbytes / comm.size)
         else:
+            stats = Stats()
             allreduce(vec, comm, algorithm=name, stats=stats)
-            chosen, sent = stats.algorithm, stats.bytes_sent
-
-            def call(name=name):
-                allreduce(vec, comm, algorithm=name)
-
-        seconds, best = timed(comm, call, repeat)
+            calls.append(lambda name=name: allreduce(vec, comm, algorithm=name))
+            chosen.append(stats.algorithm)
+            sent.append(stats.bytes_sent)
+    records = []
+    for name, algorithm, bytes_sent, (seconds, best) in zip(
+        names, chosen, sent, timed(comm, calls, repeat), strict=True
+    ):
         model = (
             cost_model.predict(
-                chosen,
+                algorithm,
                 comm.size,
                 size,
                 max_nnz,
@@ -70,7 +88,7 @@ def measure(comm, size, density, dtype, algorithms, repeat):
                 index_itemsize=vec.indices.itemsize,
                 **constants,
             )
-            if chosen != BASELINE
+            if algorithm != BASELINE
             else None
         )
         records.append(
@@ -80,11 +98,11 @@ def measure(comm, size, density, dtype, algorithms, repeat):
                 "density": density,
                 "dtype": np.dtype(dtype).name,
                 "algorithm": name,
-                "chosen": chosen,
+                "chosen": algorithm,
                 "seconds": seconds,
                 "best_seconds": best,
-                "bytes_sent_per_rank": comm.allreduce(sent, MPI.MAX),
-                "model_bytes_sent": model.bytes_sent if model else sent,
+                "bytes_sent_per_rank": comm.allreduce(bytes_sent, MPI.MAX),
+                "model_bytes_sent": model.bytes_sent if model else bytes_sent,
                 "model_seconds": model.seconds if model else None,
             }
         )

@@ -1,7 +1,8 @@
 """Time each allreduce algorithm against MPI's dense Allreduce over sizes and densities.
 
-For every P, size N and density: each algorithm's median time (slowest rank, over repeats),
-bytes sent per rank (largest over ranks) and what the alpha-beta model predicts, and the
+For every P, size N and density: each algorithm's median and least time (slowest rank,
+over rounds that run every algorithm in turn), the time the cost model predicts, bytes sent
+per rank (largest over ranks) and what the alpha-beta model predicts, and the
 speedup over MPI ``Allreduce`` of the already-dense vector. Prints a table, how often
 ``auto`` came within 10% of the fastest fixed algorithm, and writes JSON. With ``--rate``,
 the ranks talk over emulated links of that rate (:mod:`sparcml_apps.netem`; root only).

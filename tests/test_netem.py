@@ -1,0 +1,52 @@
+"""Emulated links: MPI ranks in network namespaces, at the rate asked for (root only)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparcml_apps import netem
+
+SCRIPT = Path(__file__).parent / "mpi" / "measure_bandwidth.py"
+needs_root = pytest.mark.skipif(netem.unavailable() is not None, reason=str(netem.unavailable()))
+
+
+def namespaces():
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in listed.splitlines() if line.strip()}
+
+
+@pytest.mark.parametrize(("rate", "bits"), [("1gbit", 1e9), ("500mbit", 5e8), ("64kbit", 64e3)])
+def test_rates_read_as_tc_reads_them(rate, bits):
+    assert netem.rate_bits(rate) == bits
+
+
+@pytest.mark.parametrize("rate", ["1 gbit", "fast", "1gbps", 10])
+def test_bad_rates(rate):
+    with pytest.raises(ValueError, match="rate must be a tc rate such as '1gbit'"):
+        netem.rate_bits(rate)
+
+
+@needs_root
+@pytest.mark.parametrize("rate", ["200mbit", "1gbit"])
+def test_mpi_between_namespaces_runs_at_the_link_rate(rate):
+    before = namespaces()
+    with netem.EmulatedNetwork(2, rate) as network:
+        made = namespaces() - before
+        assert len(made) == 3  # two ranks and the hub
+        done = network.run([sys.executable, "-m", "mpi4py", str(SCRIPT), 20], timeout=120)
+    assert done.returncode == 0, done.stderr
+    measured = float(done.stdout.split()[-1])
+    # the token bucket lets one burst through at once: a little over the rate at most
+    assert 0.6 * netem.rate_bits(rate) < measured < 1.15 * netem.rate_bits(rate), measured
+    assert namespaces() == before
+
+
+@needs_root
+def test_namespaces_are_removed_when_the_run_fails():
+    before = namespaces()
+    with pytest.raises(RuntimeError, match="inside"):
+        with netem.EmulatedNetwork(2, "1gbit"):
+            raise RuntimeError("inside")
+    assert namespaces() == before
