@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import _mpiexec
 from ._mpiexec import mpiexec, run
 
 SUBNET = "10.213.0"
@@ -58,6 +59,24 @@ def rate_bits(rate):
     if match is None:
         raise ValueError(f"rate must be a tc rate such as '1gbit' or '500mbit', got {rate!r}")
     return float(match.group(1)) * _UNIT[match.group(2)]
+
+
+def run_module(nprocs, module, args=(), *, rate=None, env=None, timeout=None):
+    """Run ``python -m module args`` on ``nprocs`` ranks: on this node, or with ``rate``
+    over emulated links of that rate, made for the run; the completed process."""
+    if rate is None:
+        return _mpiexec.run_module(nprocs, module, args, env=env, timeout=timeout)
+    with EmulatedNetwork(nprocs, rate) as network:
+        return network.run_module(module, args, env=env, timeout=timeout)
+
+
+def skip_reason(rate):
+    """None when ``rate`` is None or links can be made here; else why not. A bad rate
+    raises ``ValueError``."""
+    if rate is None:
+        return None
+    rate_bits(rate)
+    return unavailable()
 
 
 def _ip(*args):

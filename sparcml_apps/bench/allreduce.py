@@ -14,7 +14,6 @@ from pathlib import Path
 from collectives import ALGORITHMS
 
 from .. import netem
-from .._mpiexec import run_module
 
 QUICK = {"sizes": [2**16], "densities": [0.001, 0.01], "nprocs": [2], "repeat": 3}
 
@@ -87,12 +86,9 @@ def _run_ranks(nprocs, args):
     ]
     if args.algorithms:
         worker_args += ["--algorithms", *args.algorithms]
-    module = "sparcml_apps.bench._allreduce_ranks"
-    if args.rate:
-        with netem.EmulatedNetwork(nprocs, args.rate) as network:
-            done = network.run_module(module, worker_args)
-    else:
-        done = run_module(nprocs, module, worker_args)
+    done = netem.run_module(
+        nprocs, "sparcml_apps.bench._allreduce_ranks", worker_args, rate=args.rate
+    )
     if done.returncode != 0:
         raise RuntimeError(
             f"the allreduce benchmark failed on {nprocs} ranks (exit {done.returncode}):\n"
@@ -142,12 +138,11 @@ def run(args):
     if args.quick:
         for key, value in QUICK.items():
             setattr(args, key, value)
+    reason = netem.skip_reason(args.rate)  # a bad rate fails before anything starts
+    if reason is not None:
+        print(f"skipped: {reason}")
+        return 0
     if args.rate:
-        netem.rate_bits(args.rate)  # a bad rate fails before anything starts
-        reason = netem.unavailable()
-        if reason is not None:
-            print(f"skipped: {reason}")
-            return 0
         print(f"ranks in network namespaces, links of {args.rate} each way (MPICH over TCP)\n")
     records = []
     for nprocs in args.nprocs:

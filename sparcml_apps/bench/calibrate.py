@@ -13,7 +13,6 @@ from pathlib import Path
 from collectives import cost_model
 
 from .. import netem
-from .._mpiexec import run_module
 
 MODULE = "sparcml_apps.bench._calibrate_ranks"
 
@@ -39,11 +38,7 @@ def add_arguments(parser):
 
 def _measure(nprocs, args, path):
     options = ["--path", path, "--repeat", args.repeat]
-    if args.rate:
-        with netem.EmulatedNetwork(nprocs, args.rate) as network:
-            done = network.run_module(MODULE, options)
-    else:
-        done = run_module(nprocs, MODULE, options)
+    done = netem.run_module(nprocs, MODULE, options, rate=args.rate)
     if done.returncode != 0:
         raise RuntimeError(
             f"calibration on {nprocs} ranks failed (exit {done.returncode}):\n{done.stderr}"
@@ -57,12 +52,10 @@ def _format(value, unit, scale):
 
 def run(args):
     path = args.path or cost_model.calibration_path()
-    if args.rate:
-        netem.rate_bits(args.rate)
-        reason = netem.unavailable()
-        if reason is not None:
-            print(f"skipped: {reason}")
-            return 0
+    reason = netem.skip_reason(args.rate)
+    if reason is not None:
+        print(f"skipped: {reason}")
+        return 0
     print("| P | alpha | beta (bandwidth) | gamma | dense_gamma |")
     print("|---|---|---|---|---|")
     for nprocs in args.nprocs:
