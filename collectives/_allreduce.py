@@ -1,6 +1,7 @@
 import numbers
 import os
 import time
+import warnings
 
 import numpy as np
 from mpi4py import MPI
@@ -39,8 +40,12 @@ class _Channel:
         # rank 0's stored calibration for this many ranks (NaN: none), alike on every rank
         calibrated = np.full(len(cost_model.NAMES), np.nan)
         if comm.Get_rank() == 0:
-            found = cost_model.stored(comm.Get_size()) or {}
-            calibrated[:] = [found.get(name) or np.nan for name in cost_model.NAMES]
+            try:
+                found = cost_model.stored(comm.Get_size()) or {}
+                calibrated[:] = [found.get(name, np.nan) for name in cost_model.NAMES]
+            except (ValueError, TypeError) as exc:  # the other ranks wait in Bcast
+                warnings.warn(f"{exc}; auto uses the default constants", stacklevel=2)
+                calibrated[:] = np.nan
         comm.Bcast(calibrated, root=0)
         self.calibrated = tuple(calibrated.tolist())
 

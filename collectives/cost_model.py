@@ -203,7 +203,14 @@ def stored(nprocs, path=None):
     record = _records(path or calibration_path()).get(str(nprocs))
     if record is None:
         return None
-    return {name: record.get(name) for name in NAMES}
+    constants = {name: record.get(name) for name in NAMES}
+    for name, value in constants.items():
+        if value is not None and not (isinstance(value, int | float) and value >= 0):
+            raise ValueError(
+                f"calibration file {path or calibration_path()}: {name} for {nprocs} ranks "
+                f"must be a non-negative number or null, got {value!r}"
+            )
+    return constants
 
 
 def store(constants, nprocs, path=None):

@@ -84,3 +84,10 @@ def test_choose_quickly_follows_calibrated_constants():
     assert cost_model.choose_quickly(4, n, k, calibrated=calibrated) == fewest
     dear_merges = (1e-12, 1e-15, 1.0, 1e-15)  # dense merges nothing
     assert cost_model.choose_quickly(4, n, k, calibrated=dear_merges) == "dense"
+
+
+def test_a_bad_stored_constant_names_itself(tmp_path):
+    path = tmp_path / "calibration.json"
+    path.write_text('{"2": {"alpha": "fast", "beta": 1e-9}}')
+    with pytest.raises(ValueError, match="alpha for 2 ranks must be a non-negative number"):
+        cost_model.stored(2, path)

@@ -35,7 +35,7 @@ def test_mpi_between_namespaces_runs_at_the_link_rate(rate):
     with netem.EmulatedNetwork(2, rate) as network:
         made = namespaces() - before
         assert len(made) == 3  # two ranks and the hub
-        done = network.run([sys.executable, "-m", "mpi4py", str(SCRIPT), 20], timeout=120)
+        done = network.run([sys.executable, "-m", "mpi4py", str(SCRIPT), "20"], timeout=120)
     assert done.returncode == 0, done.stderr
     measured = float(done.stdout.split()[-1])
     # the token bucket lets one burst through at once: a little over the rate at most

@@ -9,7 +9,7 @@ def test_iallreduce_equals_allreduce_in_order_and_errors_reach_all(nprocs):
     result = run_mpi("check_iallreduce.py", nprocs, timeout=240)
     for rank in range(nprocs):
         assert "FAIL" not in result.stdout[rank], result.report()
-    assert result.stdout[0].splitlines()[-1] == "cases 418"
+    assert result.stdout[0].splitlines()[-1] == "cases 420"
 
 
 @pytest.mark.parametrize("nprocs", [2, 3])

@@ -5,6 +5,7 @@ failure.
 """
 
 import sys
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -70,6 +71,12 @@ while not requests[-1].test():
 expect("completed out of order", in_order)
 results = [r.wait() for r in requests]
 expect("outstanding results", all(same(a, b) for a, b in zip(results, expected, strict=True)))
+
+# 2b. a request completes while the caller computes, making no MPI call of its own
+request = iallreduce(vectors[6], comm, out="dense")
+time.sleep(1.0)
+expect("no progress while the caller computed", request.test())
+expect("result after computing", same(request.wait(), expected[6]))
 
 # 3. a blocking call made while requests are pending queues behind them
 first = iallreduce(vectors[0], comm, out="dense")
