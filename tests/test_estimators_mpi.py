@@ -1,21 +1,17 @@
 """The estimators on several ranks: under mpiexec (SPMD) and on spawned processes."""
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 from estimator_helpers import fail_on_rank1_at_epoch2
 from mpirun import run_mpi
 from sklearn.datasets import load_svmlight_file, make_classification
+from testdata import LIBSVM, needs_a9a
 
 import collectives
 from sparcml_apps import SparseSGDClassifier
 
-LIBSVM = Path(__file__).resolve().parents[2] / "shared" / "data" / "libsvm"
-needs_a9a = pytest.mark.skipif(
-    not (LIBSVM / "a9a").exists(), reason=f"the a9a files are not in {LIBSVM}"
-)
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 
 
