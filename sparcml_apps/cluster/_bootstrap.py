@@ -3,10 +3,14 @@
 import atexit
 import os
 import sys
+import time
 
 SCHEDULER_RANK, CLIENT_RANK = 0, 1
 SHUTDOWN_SECONDS = 30
 """How long the client waits for the workers to retire before it ends the job."""
+
+JOIN_SECONDS = 120
+"""How long the client waits for the workers to join the scheduler."""
 
 _comms = {}  # tuple of COMM_WORLD ranks -> an intracommunicator of those ranks
 _stuck = []  # set when workers are left inside a collective they can never finish
@@ -41,6 +45,10 @@ def initialize(**dask_mpi_options):
     is_client = dask_mpi.initialize(comm=comm, exit=False, **options)
     if not is_client:
         sys.exit(0)
+    from distributed import Client
+
+    with Client() as client:  # return once every worker has joined
+        client.wait_for_workers(comm.Get_size() - 2, timeout=JOIN_SECONDS)
     atexit.register(shutdown)
     return True
 
@@ -109,20 +117,34 @@ def shutdown(client=None):
     except ValueError:  # no client in this process: connect to the scheduler of dask.config
         client, owned = Client(timeout=SHUTDOWN_SECONDS), True
     try:
-        workers = list(client.scheduler_info(n_workers=-1)["workers"])
-        client.sync(
-            client.scheduler.retire_workers,
-            workers=workers,
-            close_workers=True,
-            remove=True,
-            callback_timeout=SHUTDOWN_SECONDS,
-        )
+        _retire_all(client)
         client.shutdown()
     except Exception:  # noqa: BLE001 - a cluster that cannot stop cleanly is ended
         _abort()
     finally:
         if owned:
             client.close()
+
+
+def _retire_all(client):
+    """Retire every worker; close those that hold data no other worker can take."""
+    settled, deadline = time.monotonic() + 2, time.monotonic() + SHUTDOWN_SECONDS
+    while client.futures and time.monotonic() < settled:
+        time.sleep(0.05)  # futures just dropped are still being released
+    workers = list(client.scheduler_info(n_workers=-1)["workers"])
+    retired = client.sync(
+        client.scheduler.retire_workers,
+        workers=workers,
+        close_workers=True,
+        remove=True,
+        callback_timeout=SHUTDOWN_SECONDS,
+    )
+    for address in set(workers) - set(retired):
+        client.sync(client.scheduler.close_worker, worker=address)
+    while client.scheduler_info(n_workers=-1)["workers"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the workers did not stop in {SHUTDOWN_SECONDS} s")
+        time.sleep(0.05)
 
 
 def _abort():
