@@ -1,6 +1,7 @@
 """The dask-mpi bootstrap, the workers' MPI communicator and a clean shutdown."""
 
 import atexit
+import gc
 import os
 import sys
 import time
@@ -13,7 +14,7 @@ JOIN_SECONDS = 120
 """How long the client waits for the workers to join the scheduler."""
 
 _comms = {}  # tuple of COMM_WORLD ranks -> an intracommunicator of those ranks
-_stuck = []  # set when workers are left inside a collective they can never finish
+_job = {"started": False, "stuck": False}  # by initialize here; workers left in a collective
 
 
 def initialize(**dask_mpi_options):
@@ -49,6 +50,7 @@ def initialize(**dask_mpi_options):
 
     with Client() as client:  # return once every worker has joined
         client.wait_for_workers(comm.Get_size() - 2, timeout=JOIN_SECONDS)
+    _job["started"] = True
     atexit.register(shutdown)
     return True
 
@@ -97,19 +99,20 @@ def describe_worker():
 def mark_stuck():
     """Note that workers are inside a collective they cannot finish: only ending the MPI
     job (``MPI_Abort``) frees them; :func:`shutdown` does that."""
-    _stuck.append(True)
+    _job["stuck"] = True
 
 
 def shutdown(client=None):
     """Retire every worker, then stop the scheduler; the job's other ranks exit with 0.
 
-    Called when the client process exits (after :func:`initialize`) or by hand. When
-    workers are stuck in a collective (a worker was lost during ``fit``), or do not
-    retire within ``SHUTDOWN_SECONDS``, it ends the whole MPI job with ``MPI_Abort``.
+    Called when the client process exits (after :func:`initialize`) or by hand. In a job
+    started by :func:`initialize`, when workers are stuck in a collective (a worker was
+    lost during ``fit``) or do not retire within ``SHUTDOWN_SECONDS``, it ends the whole
+    MPI job with ``MPI_Abort``; elsewhere it raises.
     """
     from distributed import Client, default_client
 
-    if _stuck:
+    if _job["stuck"] and _job["started"]:
         _abort()
     try:
         client = client or default_client()
@@ -119,32 +122,35 @@ def shutdown(client=None):
     try:
         _retire_all(client)
         client.shutdown()
-    except Exception:  # noqa: BLE001 - a cluster that cannot stop cleanly is ended
-        _abort()
+    except Exception:
+        if not _job["started"]:
+            raise
+        _abort()  # a cluster of this job that cannot stop cleanly is ended
     finally:
         if owned:
             client.close()
 
 
 def _retire_all(client):
-    """Retire every worker; close those that hold data no other worker can take."""
+    """Retire every worker, after dropping whatever data this client still holds."""
+    from distributed import Future
+
+    gc.collect()  # futures held only by reference cycles (tracebacks, say) go now
     settled, deadline = time.monotonic() + 2, time.monotonic() + SHUTDOWN_SECONDS
     while client.futures and time.monotonic() < settled:
         time.sleep(0.05)  # futures just dropped are still being released
-    workers = list(client.scheduler_info(n_workers=-1)["workers"])
-    retired = client.sync(
-        client.scheduler.retire_workers,
-        workers=workers,
-        close_workers=True,
-        remove=True,
-        callback_timeout=SHUTDOWN_SECONDS,
-    )
-    for address in set(workers) - set(retired):
-        client.sync(client.scheduler.close_worker, worker=address)
-    while client.scheduler_info(n_workers=-1)["workers"]:
+    if client.futures:  # data the caller still holds: the cluster is going away anyway
+        client.cancel([Future(key, client) for key in list(client.futures)], force=True)
+    while workers := list(client.scheduler_info(n_workers=-1)["workers"]):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the workers did not stop in {SHUTDOWN_SECONDS} s")
-        time.sleep(0.05)
+            raise TimeoutError(f"the workers did not retire in {SHUTDOWN_SECONDS} s")
+        client.sync(
+            client.scheduler.retire_workers,
+            workers=workers,
+            close_workers=True,
+            remove=True,
+            callback_timeout=SHUTDOWN_SECONDS,
+        )
 
 
 def _abort():

@@ -1,6 +1,7 @@
 """``fit`` on Dask arrays: one pinned task per worker trains on the chunks held there."""
 
 import time
+import traceback
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,7 +27,21 @@ def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
     client = _client()
     ranks = _worker_ranks(client)
     X, y, sample_weight = _aligned(X, y, sample_weight)
+    layout = (X.shape[1], _value_dtype(X.dtype), y.dtype, _is_sparse(X._meta))
     arrays = [a for a in (X, y, sample_weight) if a is not None]
+    try:
+        state = _fit_on_workers(client, ranks, estimator, method, arrays, layout, kwargs)
+    except BaseException as exc:
+        # the frames of the traceback hold futures of the chunks: let them go now, so
+        # that the workers can drop the data (and retire) while the error is handled
+        traceback.clear_frames(exc.__traceback__)
+        raise
+    estimator.__dict__.update(state)
+    return estimator
+
+
+def _fit_on_workers(client, ranks, estimator, method, arrays, layout, kwargs):
+    """Persist the arrays, run one training task on each worker; the fitted state."""
     arrays = client.persist(arrays)
     futures = {f.key: f for f in _futures_of(arrays)}
     _wait_for_chunks(client, list(futures.values()), ranks)
@@ -35,7 +50,6 @@ def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
     child = estimator.__class__.__new__(estimator.__class__)
     child.__dict__.update(estimator.__dict__)
     child.n_jobs = child.comm = None
-    layout = (X.shape[1], _value_dtype(X.dtype), y.dtype, _is_sparse(X._meta))
     reporter = next((i for i, rows in enumerate(owners) if rows), 0)
     addresses = list(ranks)
     tasks = [
@@ -55,9 +69,7 @@ def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
         )
         for i, address in enumerate(addresses)
     ]
-    state = _result(client, tasks, ranks, reporter)
-    estimator.__dict__.update(state)
-    return estimator
+    return _result(client, tasks, ranks, reporter)
 
 
 def _client():
