@@ -131,12 +131,15 @@ def _aligned(X, y, sample_weight):
             array = da.from_array(array, chunks=(rows,))
         if array.ndim != 1:
             raise ValueError(f"{name} must be 1-D; got {array.ndim} dimensions")
-        if array.chunks[0] != rows:
-            if np.isnan(X.shape[0]) or np.isnan(array.shape[0]):
+        if np.isnan(X.shape[0]) or np.isnan(array.shape[0]):
+            # sizes unknown (as from one loader): chunk i of each holds the same rows;
+            # each worker checks that its rows and targets agree
+            if array.numblocks[0] != X.numblocks[0]:
                 raise ValueError(
                     f"{name} must have the row chunks of X when their sizes are unknown; got "
                     f"{array.numblocks[0]} chunks for X's {X.numblocks[0]}"
                 )
+        elif array.chunks[0] != rows:
             if array.shape[0] != X.shape[0]:
                 raise ValueError(f"{name} has {array.shape[0]} rows; X has {X.shape[0]}")
             array = array.rechunk((rows,))
