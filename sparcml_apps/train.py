@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,7 @@ class Source:
     def load(self, rank, size):
         """``(X, y)``: share ``rank`` of ``size``, the same whoever loads it."""
         if self.dataset is None:
-            X, y = make_url_like(self.rows, self.features, self.nnz_per_row, random_state=self.seed)
+            X, y = _url_like(self.rows, self.features, self.nnz_per_row, self.seed)
             start, stop = row_blocks(X.shape[0], size)[rank : rank + 2]
             X, y = X[start:stop], y[start:stop]
         else:
@@ -67,6 +68,12 @@ class Source:
 
     def name(self):
         return self.dataset or f"url-like synthetic ({self.rows:,} rows, seed {self.seed})"
+
+
+@lru_cache(maxsize=1)
+def _url_like(rows, features, nnz_per_row, seed):
+    """The synthetic data, made once a process (its train and test rows share it)."""
+    return make_url_like(rows, features, nnz_per_row, random_state=seed)
 
 
 @dataclass
@@ -217,6 +224,7 @@ def run_dask(options):
         client = Client()
     else:
         client = Client(scheduler_file=options.scheduler_file)
+        client.wait_for_workers(options.workers, timeout=cluster.JOIN_SECONDS)
     try:
         train, test = sources(options)
         n_workers = len(client.scheduler_info(n_workers=-1)["workers"])

@@ -94,6 +94,12 @@ def add_train_arguments(parser):
         "--scheduler-file FILE --worker-class distributed.Worker)",
     )
     run.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="with --scheduler-file: wait until this many workers have joined",
+    )
+    run.add_argument(
         "--shutdown",
         action="store_true",
         help="with --scheduler-file: shut the cluster down at the end",

@@ -5,7 +5,7 @@ scheduler, rank 1 goes on with the client code, ranks 2.. run one Dask worker ea
 share an MPI communicator of their own, over which :func:`fit` trains.
 """
 
-from ._bootstrap import initialize, shutdown, worker_comm
+from ._bootstrap import JOIN_SECONDS, initialize, shutdown, worker_comm
 from ._fit import fit
 
-__all__ = ["fit", "initialize", "shutdown", "worker_comm"]
+__all__ = ["JOIN_SECONDS", "fit", "initialize", "shutdown", "worker_comm"]
