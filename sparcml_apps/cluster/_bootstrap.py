@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-SCHEDULER_RANK, CLIENT_RANK = 0, 1
+CLIENT_RANK = 1  # dask-mpi: rank 0 runs the scheduler, rank 1 the client, the rest workers
 SHUTDOWN_SECONDS = 30
 """How long the client waits for the workers to retire before it ends the job."""
 
@@ -22,11 +22,12 @@ def initialize(**dask_mpi_options):
 
     Every rank calls it. Before the cluster starts, ranks 2.. split off a communicator of
     their own (see :func:`worker_comm`); then :func:`dask_mpi.initialize` runs the
-    scheduler on rank 0 and a worker on each rank from 2 on. Those ranks leave the process
-    (exit status 0) when the cluster shuts down; rank 1 returns and shuts the cluster down
-    when it exits (:func:`shutdown`). Options go to ``dask_mpi.initialize``; the defaults
-    differ in ``nthreads=1`` (one task at a time: a task may enter an MPI collective) and
-    ``dashboard=False``. ``comm`` (default ``COMM_WORLD``) must span the whole job.
+    scheduler on rank 0 and a worker on each rank from 2 on. Those ranks exit (status 0)
+    when the cluster shuts down; rank 1 returns once every worker has joined, and shuts
+    the cluster down when it exits (:func:`shutdown`). Options go to
+    ``dask_mpi.initialize``; the defaults differ in ``nthreads=1`` (one task at a time: a
+    task may enter an MPI collective) and ``dashboard=False``. ``comm`` (default
+    ``COMM_WORLD``) must span the whole job.
     """
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     import dask_mpi
@@ -56,6 +57,7 @@ def initialize(**dask_mpi_options):
 
 
 def _world_ranks(comm):
+    """The ``COMM_WORLD`` ranks of the members of ``comm``, in its rank order."""
     from mpi4py import MPI
 
     group, world = comm.Get_group(), MPI.COMM_WORLD.Get_group()

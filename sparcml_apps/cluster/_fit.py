@@ -42,8 +42,10 @@ def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
 
 def _fit_on_workers(client, ranks, estimator, method, arrays, layout, kwargs):
     """Persist the arrays, run one training task on each worker; the fitted state."""
+    from distributed import futures_of
+
     arrays = client.persist(arrays)
-    futures = {f.key: f for f in _futures_of(arrays)}
+    futures = {f.key: f for f in futures_of(arrays)}
     _wait_for_chunks(client, list(futures.values()), ranks)
     owners = _owners(client, arrays[0], ranks)
     blocks = [[[futures[k] for k in _row_keys(a, rows)] for a in arrays] for rows in owners]
@@ -145,12 +147,6 @@ def _aligned(X, y, sample_weight):
             array = array.rechunk((rows,))
         aligned.append(array)
     return aligned
-
-
-def _futures_of(arrays):
-    from distributed import futures_of
-
-    return futures_of(arrays)
 
 
 def _row_keys(array, rows):
