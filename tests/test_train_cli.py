@@ -126,3 +126,11 @@ def test_command_line_errors(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--ranks", "2", "--dask"])
     assert "--ranks takes a positive count, and not with --dask" in capsys.readouterr().err
+
+
+def test_bench_goes_to_the_benchmarks(capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["bench", "--help"])
+    assert exit.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m sparcml_apps.bench") and "allreduce" in out
