@@ -2,7 +2,8 @@
 
 Where ``fit`` runs follows from what it is given: in this process (``MPI.COMM_SELF``,
 the default); on the ranks of ``comm`` when every rank of an ``mpiexec`` job calls ``fit``
-with its own rows (SPMD); on ``n_jobs`` local MPI processes spawned for the call.
+with its own rows (SPMD); on ``n_jobs`` local MPI processes spawned for the call; on the
+workers of a Dask cluster when ``X`` is a Dask array (:mod:`sparcml_apps.cluster`).
 """
 
 import warnings
@@ -201,8 +202,13 @@ class _SparseSGD(BaseEstimator):
     # -- fitting ----------------------------------------------------------------------
 
     def _fit_dispatch(self, X, y, *, method, **kwargs):
-        """Fit here, on the ranks of ``comm``, or on ``n_jobs`` spawned processes."""
+        """Fit here, on the ranks of ``comm``, on ``n_jobs`` spawned processes, or on the
+        workers of a Dask cluster when ``X`` is a Dask array."""
         self._check_parameters()
+        if hasattr(X, "__dask_graph__"):
+            from . import cluster
+
+            return cluster.fit(self, method, X, y, **kwargs)
         if self.n_jobs is not None and self.n_jobs > 1:
             from . import spawn
 
