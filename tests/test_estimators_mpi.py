@@ -90,3 +90,17 @@ def test_what_cannot_travel_to_spawned_processes_fails_before_they_start():
     model = SparseSGDClassifier(n_jobs=2, callback=lambda estimator, record: None)
     with pytest.raises(TypeError, match="n_jobs=2 sends the estimator .* cannot be pickled"):
         model.fit(X, y)
+
+
+def test_a_rank_without_rows_takes_part():
+    result = run_mpi("fit_empty_rank.py", 3, timeout=120)
+    answers = [out.split() for out in result.stdout]
+    assert len({digest for _, digest, *_ in answers}) == 1  # one model on every rank
+    assert float(answers[0][0]) > 0.8
+    assert result.stdout[1].endswith("['no', 'yes']\n")
+
+
+def test_no_rows_on_any_rank_is_an_error():
+    result = run_mpi("fit_empty_rank.py", 2, "none", timeout=120)
+    for out in result.stdout:
+        assert out.startswith("ValueError: Found array with 0 sample(s) on all 2 ranks"), out

@@ -27,7 +27,7 @@ def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
     client = _client()
     ranks = _worker_ranks(client)
     X, y, sample_weight = _aligned(X, y, sample_weight)
-    layout = (X.shape[1], _value_dtype(X.dtype), y.dtype, _is_sparse(X._meta))
+    layout = (X.shape[1], _value_dtype(X.dtype), y.dtype)
     arrays = [a for a in (X, y, sample_weight) if a is not None]
     try:
         state = _fit_on_workers(client, ranks, estimator, method, arrays, layout, kwargs)
@@ -230,10 +230,6 @@ def _value_dtype(dtype):
     return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
 
 
-def _is_sparse(array):
-    return sp.issparse(array) or type(array).__module__.split(".")[0] == "sparse"
-
-
 def _stack(blocks):
     """One worker's chunks as one matrix, in row order (CSR when they are sparse)."""
     blocks = [_as_scipy(b) for b in blocks]
@@ -246,31 +242,14 @@ def _vector(blocks):
     return np.concatenate([np.asarray(_as_scipy(b)).ravel() for b in blocks])
 
 
-def _no_rows(estimator, layout, classifier):
-    """Let ``estimator`` take part in a fit with no rows (scikit-learn wants one at least):
-    its data check answers with empty arrays of the shapes and types the others have."""
-    n_features, dtype, y_dtype, sparse_input = layout
-
-    def validate(X, y, sample_weight, reset):
-        if reset:
-            estimator.n_features_in_ = n_features
-        y = np.empty(0, y_dtype if classifier else np.float64)
-        X = sp.csr_matrix((0, n_features), dtype=dtype)
-        return X, y, np.empty(0), sparse_input, y if classifier else None
-
-    estimator._validate_fit_data = validate
-
-
 def _train(estimator, method, world_ranks, xs, ys, ws=None, *, layout, report, kwargs):
     """On a worker: fit over the workers' communicator on the rows of its chunks."""
-    from sklearn.base import ClassifierMixin
-
     comm = worker_comm(world_ranks)
     if xs:
         X, y = _stack(xs), _vector(ys)
-    else:
-        X, y = None, None
-        _no_rows(estimator, layout, isinstance(estimator, ClassifierMixin))
+    else:  # no rows here: take part with none, of the width and types of the others'
+        n_features, dtype, y_dtype = layout
+        X, y = sp.csr_matrix((0, n_features), dtype=dtype), np.empty(0, y_dtype)
     sample_weight = None if ws is None else _vector(ws) if ws else np.empty(0)
     estimator.comm = comm
     estimator._fit_on(
