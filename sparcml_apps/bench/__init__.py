@@ -7,4 +7,5 @@ BENCHMARKS = {
     "allreduce": "sparcml_apps.bench.allreduce",
     "train": "sparcml_apps.bench.train",
     "parse": "sparcml_apps.bench.parse",
+    "projection": "sparcml_apps.bench.projection",
 }
