@@ -27,7 +27,9 @@ test: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-test,bench
 	$(BIN)/python -m pytest -q -m bench
-	$(BIN)/python -m sparcml_apps.bench all
+	$(BIN)/python -m sparcml_apps.bench allreduce
+	$(BIN)/python -m sparcml_apps.bench train
+	$(BIN)/python -m sparcml_apps.bench parse
 
 lint: $(VENV)/.installed-lint
 	$(BIN)/ruff check .

@@ -2,7 +2,8 @@
 
 Where ``fit`` runs follows from what it is given: in this process (``MPI.COMM_SELF``,
 the default); on the ranks of ``comm`` when every rank of an ``mpiexec`` job calls ``fit``
-with its own rows (SPMD); on ``n_jobs`` local MPI processes spawned for the call.
+with its own rows (SPMD); on ``n_jobs`` local MPI processes spawned for the call; on the
+workers of a Dask cluster when ``X`` is a Dask array (:mod:`sparcml_apps.cluster`).
 """
 
 import warnings
@@ -164,7 +165,8 @@ class _SparseSGD(BaseEstimator):
 
     # -- the data ---------------------------------------------------------------------
 
-    def _validate_fit_data(self, X, y, sample_weight, reset):
+    def _validate_fit_data(self, X, y, sample_weight, reset, allow_empty=False):
+        """Check one rank's data; with ``allow_empty`` it may hold no rows (others do)."""
         X, y = _as_scipy(X), _as_scipy(y)
         sparse_input = sp.issparse(X)
         X, y = validate_data(
@@ -176,9 +178,14 @@ class _SparseSGD(BaseEstimator):
             accept_large_sparse=True,
             dtype=[np.float64, np.float32],
             y_numeric=not isinstance(self, ClassifierMixin),
+            ensure_min_samples=0 if allow_empty else 1,
         )
         sample_weight = _check_sample_weight(
-            sample_weight, X, dtype=np.float64, ensure_non_negative=True
+            sample_weight,
+            X,
+            dtype=np.float64,
+            ensure_non_negative=X.shape[0] > 0,
+            allow_all_zero_weights=allow_empty,
         )
         labels = None
         if isinstance(self, ClassifierMixin):
@@ -207,8 +214,13 @@ class _SparseSGD(BaseEstimator):
     # -- fitting ----------------------------------------------------------------------
 
     def _fit_dispatch(self, X, y, *, method, **kwargs):
-        """Fit here, on the ranks of ``comm``, or on ``n_jobs`` spawned processes."""
+        """Fit here, on the ranks of ``comm``, on ``n_jobs`` spawned processes, or on the
+        workers of a Dask cluster when ``X`` is a Dask array."""
         self._check_parameters()
+        if hasattr(X, "__dask_graph__"):
+            from . import cluster
+
+            return cluster.fit(self, method, X, y, **kwargs)
         if self.n_jobs is not None and self.n_jobs > 1:
             from . import spawn
 
@@ -235,7 +247,7 @@ class _SparseSGD(BaseEstimator):
         error = None
         try:
             X, y, sample_weight, sparse_input, labels = self._validate_fit_data(
-                X, y, sample_weight, reset=first_call
+                X, y, sample_weight, reset=first_call, allow_empty=comm.Get_size() > 1
             )
         except Exception as exc:  # noqa: BLE001 - every rank raises it, below
             error = exc
@@ -284,13 +296,24 @@ class _SparseSGD(BaseEstimator):
 
         Whatever this raises, it raises on every rank: it decides on gathered values.
         """
-        gathered = comm.allgather((X.shape[1], labels))
-        widths = sorted({width for width, _ in gathered})
+        gathered = comm.allgather(
+            (X.shape[1], labels, X.shape[0], sparse_input, float(sample_weight.sum()))
+        )
+        widths = sorted({width for width, *_ in gathered})
         if len(widths) > 1:
             raise ValueError(
                 f"The ranks passed X with different numbers of features: {widths}. Every "
                 "rank must pass rows of the same width."
             )
+        if sum(rows for _, _, rows, _, _ in gathered) == 0:
+            raise ValueError(
+                f"Found array with 0 sample(s) on all {comm.Get_size()} ranks, while a "
+                "minimum of 1 is required."
+            )
+        if sum(weight for *_, weight in gathered) == 0:
+            raise ValueError("Sample weights must contain at least one non-zero number.")
+        # the ranks that hold rows decide whether the input is sparse (intercept decay)
+        sparse_input = any(sparse for _, _, rows, sparse, _ in gathered if rows)
         seed = comm.bcast(
             check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
             if comm.Get_rank() == 0
@@ -298,7 +321,7 @@ class _SparseSGD(BaseEstimator):
             root=0,
         )
         y_encoded, n_out, multiclass, pos, neg = self._encode_targets(
-            comm, y, [labels for _, labels in gathered], partial, first_call, classes
+            comm, y, [labels for _, labels, *_ in gathered], partial, first_call, classes
         )
         penalty = self.penalty is not None
         l1_ratio = {"l2": 0.0, "l1": 1.0, "elasticnet": self.l1_ratio, None: 0.0}[self.penalty]

@@ -4,23 +4,21 @@ import bz2
 import hashlib
 import json
 import lzma
-import os
 import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from testdata import LIBSVM
 
 MEMBER = "a9a.svm"  # the file inside the test tar.xz, under a folder
 
 
 def libsvm_dir():
     """The folder of small real LIBSVM files (see its README), or skip the test."""
-    default = Path(__file__).resolve().parents[2] / "shared" / "data" / "libsvm"
-    folder = Path(os.environ.get("SPARCML_TEST_DATA") or default)
-    if not (folder / "a9a").is_file():
-        pytest.skip(f"no LIBSVM test files at {folder} (set SPARCML_TEST_DATA to their folder)")
-    return folder
+    if not (LIBSVM / "a9a").is_file():
+        pytest.skip(f"no LIBSVM test files at {LIBSVM} (set SPARCML_TEST_DATA to their folder)")
+    return LIBSVM
 
 
 def write_variants(source, folder, stem):

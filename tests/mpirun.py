@@ -34,11 +34,13 @@ class MPIResult:
         return "\n".join(parts)
 
 
-def run_mpi(script, nprocs, *args, timeout=120, env=None, check=True):
+def run_mpi(script, nprocs, *args, timeout=120, env=None, check=True, abort_on_error=True):
     """Run ``script`` (a path, or a file name in tests/mpi) on ``nprocs`` ranks.
 
-    The script runs under ``python -m mpi4py``: an uncaught exception on one rank aborts
-    them all instead of leaving the others waiting.
+    The script runs under ``python -m mpi4py``: an uncaught exception (or a non-zero
+    exit) on one rank aborts them all instead of leaving the others waiting; without
+    ``abort_on_error`` it runs as plain ``python script``, for scripts that end every
+    rank themselves.
     Each rank's stdout and stderr are kept apart. With ``check``, a non-zero exit or a
     timeout fails and shows every rank's output; on timeout every process is killed.
     """
@@ -55,8 +57,7 @@ def run_mpi(script, nprocs, *args, timeout=120, env=None, check=True):
             "-errfile-pattern",
             f"{tmp}/err.%r",
             sys.executable,
-            "-m",
-            "mpi4py",
+            *(["-m", "mpi4py"] if abort_on_error else []),
             str(script),
             *map(str, args),
         ]

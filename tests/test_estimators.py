@@ -1,7 +1,5 @@
 """The estimators in this process: accuracy against scikit-learn, inputs, errors, options."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -9,14 +7,11 @@ import sparse
 from scipy.special import expit
 from sklearn.datasets import load_svmlight_file, make_classification, make_regression
 from sklearn.linear_model import SGDClassifier, SGDRegressor
+from testdata import LIBSVM, needs_a9a
 
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
 from sparcml_apps.datasets import make_url_like
 
-LIBSVM = Path(__file__).resolve().parents[2] / "shared" / "data" / "libsvm"
-needs_a9a = pytest.mark.skipif(
-    not (LIBSVM / "a9a").exists(), reason=f"the a9a files are not in {LIBSVM}"
-)
 SEEDS = range(10)
 
 

@@ -1,21 +1,17 @@
 """The estimators on several ranks: under mpiexec (SPMD) and on spawned processes."""
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 from estimator_helpers import fail_on_rank1_at_epoch2
 from mpirun import run_mpi
 from sklearn.datasets import load_svmlight_file, make_classification
+from testdata import LIBSVM, needs_a9a
 
 import collectives
 from sparcml_apps import SparseSGDClassifier
 
-LIBSVM = Path(__file__).resolve().parents[2] / "shared" / "data" / "libsvm"
-needs_a9a = pytest.mark.skipif(
-    not (LIBSVM / "a9a").exists(), reason=f"the a9a files are not in {LIBSVM}"
-)
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 
 
@@ -111,3 +107,17 @@ def test_what_cannot_travel_to_spawned_processes_fails_before_they_start():
     model = SparseSGDClassifier(n_jobs=2, callback=lambda estimator, record: None)
     with pytest.raises(TypeError, match="n_jobs=2 sends the estimator .* cannot be pickled"):
         model.fit(X, y)
+
+
+def test_a_rank_without_rows_takes_part():
+    result = run_mpi("fit_empty_rank.py", 3, timeout=120)
+    answers = [out.split() for out in result.stdout]
+    assert len({digest for _, digest, *_ in answers}) == 1  # one model on every rank
+    assert float(answers[0][0]) > 0.8
+    assert result.stdout[1].endswith("['no', 'yes']\n")
+
+
+def test_no_rows_on_any_rank_is_an_error():
+    result = run_mpi("fit_empty_rank.py", 2, "none", timeout=120)
+    for out in result.stdout:
+        assert out.startswith("ValueError: Found array with 0 sample(s) on all 2 ranks"), out

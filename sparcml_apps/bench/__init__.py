@@ -7,6 +7,7 @@ BENCHMARKS = {
     "allreduce": "sparcml_apps.bench.allreduce",
     "train": "sparcml_apps.bench.train",
     "parse": "sparcml_apps.bench.parse",
+    "projection": "sparcml_apps.bench.projection",
     "calibrate": "sparcml_apps.bench.calibrate",
     "overlap": "sparcml_apps.bench.overlap",
 }

@@ -1,8 +1,10 @@
 """LIBSVM benchmark datasets: catalogue, download, verification, fast parsing, a
-memory-mappable CSR cache, byte-range shards for MPI ranks, and a synthetic ``url``."""
+memory-mappable CSR cache, byte-range shards for MPI ranks (and as Dask arrays), and a
+synthetic ``url``."""
 
 from ._api import convert, dataset_path, dataset_url, download, load, verify
 from ._catalog import Catalog, Dataset, read_catalog
+from ._dask import from_shards, load_dask
 from ._errors import ChecksumError, DownloadError, ParseError
 from ._home import data_home
 from ._load import convert_svmlight, load_cache, load_svmlight
@@ -21,8 +23,10 @@ __all__ = [
     "dataset_path",
     "dataset_url",
     "download",
+    "from_shards",
     "load",
     "load_cache",
+    "load_dask",
     "load_svmlight",
     "make_url_like",
     "read_catalog",

@@ -1,0 +1,163 @@
+"""The dask-mpi bootstrap, the workers' MPI communicator and a clean shutdown."""
+
+import atexit
+import gc
+import os
+import sys
+import time
+
+CLIENT_RANK = 1  # dask-mpi: rank 0 runs the scheduler, rank 1 the client, the rest workers
+SHUTDOWN_SECONDS = 30
+"""How long the client waits for the workers to retire before it ends the job."""
+
+JOIN_SECONDS = 120
+"""How long the client waits for the workers to join the scheduler."""
+
+_comms = {}  # tuple of COMM_WORLD ranks -> an intracommunicator of those ranks
+_job = {"started": False, "stuck": False}  # by initialize here; workers left in a collective
+
+
+def initialize(**dask_mpi_options):
+    """Start Dask on the ranks of this MPI job; return on rank 1 only (the client).
+
+    Every rank calls it. Before the cluster starts, ranks 2.. split off a communicator of
+    their own (see :func:`worker_comm`); then :func:`dask_mpi.initialize` runs the
+    scheduler on rank 0 and a worker on each rank from 2 on. Those ranks exit (status 0)
+    when the cluster shuts down; rank 1 returns once every worker has joined, and shuts
+    the cluster down when it exits (:func:`shutdown`). Options go to
+    ``dask_mpi.initialize``; the defaults differ in ``nthreads=1`` (one task at a time: a
+    task may enter an MPI collective) and ``dashboard=False``. ``comm`` (default
+    ``COMM_WORLD``) must span the whole job.
+    """
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    import dask_mpi
+    from mpi4py import MPI
+
+    comm = dask_mpi_options.pop("comm", None) or MPI.COMM_WORLD
+    if comm.Get_size() < 3:
+        raise ValueError(
+            "initialize needs at least 3 MPI ranks (a scheduler, a client and a worker); "
+            f"got {comm.Get_size()}"
+        )
+    rank = comm.Get_rank()
+    workers = comm.Split(0 if rank > CLIENT_RANK else MPI.UNDEFINED, rank)
+    if workers != MPI.COMM_NULL:
+        _comms[_world_ranks(workers)] = workers
+    options = {"nthreads": 1, "dashboard": False, **dask_mpi_options}
+    is_client = dask_mpi.initialize(comm=comm, exit=False, **options)
+    if not is_client:
+        sys.exit(0)
+    from distributed import Client
+
+    with Client() as client:  # return once every worker has joined
+        client.wait_for_workers(comm.Get_size() - 2, timeout=JOIN_SECONDS)
+    _job["started"] = True
+    atexit.register(shutdown)
+    return True
+
+
+def _world_ranks(comm):
+    """The ``COMM_WORLD`` ranks of the members of ``comm``, in its rank order."""
+    from mpi4py import MPI
+
+    group, world = comm.Get_group(), MPI.COMM_WORLD.Get_group()
+    ranks = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), world)
+    group.Free()
+    world.Free()
+    return tuple(ranks)
+
+
+def worker_comm(world_ranks):
+    """The intracommunicator of the ``COMM_WORLD`` ranks ``world_ranks`` (in that order).
+
+    Made on first use, collectively over those ranks only (``MPI_Comm_create_group``), and
+    kept: every member must call it with the same ranks. Ranks started by
+    :func:`initialize` find theirs made already (by ``Split``, before the cluster started).
+    """
+    from mpi4py import MPI
+
+    key = tuple(int(rank) for rank in world_ranks)
+    if key not in _comms:
+        world = MPI.COMM_WORLD
+        group = world.Get_group()
+        members = group.Incl(list(key))
+        _comms[key] = world.Create_group(members)
+        members.Free()
+        group.Free()
+    return _comms[key]
+
+
+def describe_worker():
+    """This worker's place in MPI: ``(rank, size)`` of ``COMM_WORLD``, or None outside MPI.
+
+    Never starts MPI: a worker process that has not started it is no MPI rank.
+    """
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
+        return None
+    return mpi.COMM_WORLD.Get_rank(), mpi.COMM_WORLD.Get_size()
+
+
+def mark_stuck():
+    """Note that workers are inside a collective they cannot finish: only ending the MPI
+    job (``MPI_Abort``) frees them; :func:`shutdown` does that."""
+    _job["stuck"] = True
+
+
+def shutdown(client=None):
+    """Retire every worker, then stop the scheduler; the job's other ranks exit with 0.
+
+    Called when the client process exits (after :func:`initialize`) or by hand. In a job
+    started by :func:`initialize`, when workers are stuck in a collective (a worker was
+    lost during ``fit``) or do not retire within ``SHUTDOWN_SECONDS``, it ends the whole
+    MPI job with ``MPI_Abort``; elsewhere it raises.
+    """
+    from distributed import Client, default_client
+
+    if _job["stuck"] and _job["started"]:
+        _abort()
+    try:
+        client = client or default_client()
+        owned = False
+    except ValueError:  # no client in this process: connect to the scheduler of dask.config
+        client, owned = Client(timeout=SHUTDOWN_SECONDS), True
+    try:
+        _retire_all(client)
+        client.shutdown()
+    except Exception:
+        if not _job["started"]:
+            raise
+        _abort()  # a cluster of this job that cannot stop cleanly is ended
+    finally:
+        if owned:
+            client.close()
+
+
+def _retire_all(client):
+    """Retire every worker, after dropping whatever data this client still holds."""
+    from distributed import Future
+
+    gc.collect()  # futures held only by reference cycles (tracebacks, say) go now
+    settled, deadline = time.monotonic() + 2, time.monotonic() + SHUTDOWN_SECONDS
+    while client.futures and time.monotonic() < settled:
+        time.sleep(0.05)  # futures just dropped are still being released
+    if client.futures:  # data the caller still holds: the cluster is going away anyway
+        client.cancel([Future(key, client) for key in list(client.futures)], force=True)
+    while workers := list(client.scheduler_info(n_workers=-1)["workers"]):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the workers did not retire in {SHUTDOWN_SECONDS} s")
+        client.sync(
+            client.scheduler.retire_workers,
+            workers=workers,
+            close_workers=True,
+            remove=True,
+            callback_timeout=SHUTDOWN_SECONDS,
+        )
+
+
+def _abort():
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI.COMM_WORLD.Abort(1)

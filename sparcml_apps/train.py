@@ -1,0 +1,291 @@
+"""Train a sparse linear classifier: on the ranks of an ``mpiexec`` job, or on Dask.
+
+Under ``mpiexec`` (SPMD) every rank loads its share of the rows and all ranks fit
+together over ``COMM_WORLD``. With Dask, rank 1 of the job (or a process outside it, given
+a scheduler file) builds Dask arrays whose chunks the workers load, and fits on them.
+Either way a :class:`Progress` callback prints one row per epoch: the loss, the accuracy
+on the test rows, the seconds, the bytes the ranks sent and the bytes a dense allreduce
+would have sent. Rank 0 (or the Dask client) writes the model (joblib) and the metrics
+(JSON).
+"""
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+import collectives
+
+from .datasets import from_shards, make_url_like, shard
+from .datasets._dask import _width
+from .estimators import SparseSGDClassifier
+from .spawn import row_blocks
+
+TOPIC = "sparcml-progress"
+"""The Dask event topic on which workers send the progress rows to the client."""
+COLUMNS = ("epoch", "loss", "test_accuracy", "seconds", "sent_MB", "dense_MB", "saved")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Rows to load in shares: a dataset (name, file or CSR cache) or the synthetic
+    url-like data (``dataset=None``); ``part`` keeps the first ``1 - holdout`` of each
+    share ("train"), the rest ("test"), or all of it."""
+
+    dataset: str | None = None
+    n_features: int | None = None
+    rows: int = 200_000
+    features: int = 3_231_961
+    nnz_per_row: int = 116
+    seed: int = 0
+    holdout: float = 0.0
+    part: str = "all"
+    data_home: str | None = None
+
+    def load(self, rank, size):
+        """``(X, y)``: share ``rank`` of ``size``, the same whoever loads it."""
+        if self.dataset is None:
+            X, y = _url_like(self.rows, self.features, self.nnz_per_row, self.seed)
+            start, stop = row_blocks(X.shape[0], size)[rank : rank + 2]
+            X, y = X[start:stop], y[start:stop]
+        else:
+            X, y = shard(self.dataset, rank, size, self.n_features, data_home=self.data_home)
+        if self.part == "all":
+            return X, y
+        cut = X.shape[0] - int(round(self.holdout * X.shape[0]))
+        rows = slice(None, cut) if self.part == "train" else slice(cut, None)
+        return X[rows], np.asarray(y[rows])
+
+    def width(self):
+        """The number of columns, known without reading the rows."""
+        if self.dataset is None:
+            return self.features
+        return _width(self.dataset, self.n_features, self.data_home, None)
+
+    def name(self):
+        return self.dataset or f"url-like synthetic ({self.rows:,} rows, seed {self.seed})"
+
+
+@lru_cache(maxsize=1)
+def _url_like(rows, features, nnz_per_row, seed):
+    """The synthetic data, made once a process (its train and test rows share it)."""
+    return make_url_like(rows, features, nnz_per_row, random_state=seed)
+
+
+@dataclass
+class Progress:
+    """The epoch callback: test accuracy and traffic summed over the ranks, one row each.
+
+    Called on every rank (by the estimator) with ``estimator.comm`` set. Loads its share
+    of ``test`` at the first epoch. Rank 0 prints the row, or, on a Dask worker, sends it
+    to the client as an event of :data:`TOPIC`. Rows are kept in ``rows``.
+    """
+
+    test: Source | None
+    rows: list = field(default_factory=list)
+
+    def __call__(self, estimator, record):
+        comm = estimator.comm
+        if not hasattr(self, "_data"):
+            error = None
+            try:
+                self._data = self.test.load(comm.Get_rank(), comm.Get_size()) if self.test else None
+            except Exception as exc:  # noqa: BLE001 - every rank raises it, below
+                error = exc
+            collectives.check(error, comm)
+        correct, tested = 0.0, 0.0
+        if self._data is not None and self._data[0].shape[0]:
+            X, y = self._data
+            correct, tested = float(np.sum(estimator.predict(X) == y)), float(len(y))
+        sums = collectives.allreduce(
+            np.array([correct, tested, record["allreduce_bytes_sent"], record["dense_bytes"]]),
+            comm,
+            algorithm="dense",
+        )
+        row = {  # plain Python numbers: rows travel as Dask events (msgpack)
+            "epoch": int(record["epoch"]),
+            "loss": float(record["loss"]),
+            "test_accuracy": float(sums[0] / sums[1]) if sums[1] else None,
+            "seconds": float(record["seconds"]),
+            "bytes_sent": int(sums[2]),
+            "dense_bytes": int(sums[3]),
+        }
+        self.rows.append(row)
+        if comm.Get_rank() == 0:
+            _emit(row)
+
+
+def _emit(row):
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        print_row(row)
+    else:
+        worker.log_event(TOPIC, row)
+
+
+def print_header(file=sys.stdout):
+    print(" ".join(f"{c:>13}" for c in COLUMNS), file=file, flush=True)
+
+
+def print_row(row, file=sys.stdout):
+    accuracy = row["test_accuracy"]
+    saved = row["dense_bytes"] / row["bytes_sent"] if row["bytes_sent"] else float("inf")
+    cells = [
+        f"{row['epoch']:13d}",
+        f"{row['loss']:13.6f}",
+        f"{accuracy:13.4f}" if accuracy is not None else f"{'-':>13}",
+        f"{row['seconds']:13.2f}",
+        f"{row['bytes_sent'] / 1e6:13.2f}",
+        f"{row['dense_bytes'] / 1e6:13.1f}",
+        f"{saved:12.1f}x",
+    ]
+    print(" ".join(cells), file=file, flush=True)
+
+
+def sources(options):
+    """The train and test :class:`Source` of the command-line options."""
+    common = {
+        "n_features": options.n_features,
+        "rows": options.rows,
+        "features": options.features,
+        "nnz_per_row": options.nnz_per_row,
+        "seed": options.data_seed,
+        "data_home": options.data_home,
+    }
+    if options.test is not None:
+        train = Source(options.dataset, **common)
+        return train, Source(options.test, **{**common, "n_features": train.width()})
+    if options.test_fraction == 0:
+        return Source(options.dataset, **common), None
+    held = {"holdout": options.test_fraction, **common}
+    return (
+        Source(options.dataset, part="train", **held),
+        Source(options.dataset, part="test", **held),
+    )
+
+
+def estimator(options, progress):
+    return SparseSGDClassifier(
+        loss=options.loss,
+        alpha=options.alpha,
+        batch_size=options.batch_size,
+        max_iter=options.epochs,
+        tol=None,
+        compression=None if options.compression == "none" else options.compression,
+        topk=options.topk,
+        allreduce=options.allreduce,
+        random_state=options.random_state,
+        callback=progress,
+    )
+
+
+def run_spmd(options):
+    """Every rank of ``COMM_WORLD`` fits on its share; rank 0 writes the results."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    train, test = sources(options)
+    error = None
+    try:
+        X, y = train.load(rank, size)
+    except Exception as exc:  # noqa: BLE001 - every rank raises it, below
+        error = exc
+    collectives.check(error, comm)
+    progress = Progress(test)
+    model = estimator(options, progress).set_params(comm=comm)
+    if rank == 0:
+        print(f"sparcml train: {train.name()} on {size} MPI rank(s)", flush=True)
+        print_header()
+    begin = time.perf_counter()
+    model.fit(X, y)
+    seconds = time.perf_counter() - begin
+    if rank == 0:
+        finish(options, model, progress.rows, seconds, train, mode="mpi", ranks=size)
+    return 0
+
+
+def run_dask(options):
+    """Fit on the workers of a Dask cluster: this job's (dask-mpi bootstrap) or the one
+    of ``options.scheduler_file``."""
+    from distributed import Client
+
+    from . import cluster
+
+    if options.scheduler_file is None:
+        cluster.initialize()  # returns on the client rank only
+        client = Client()
+    else:
+        client = Client(scheduler_file=options.scheduler_file)
+        client.wait_for_workers(options.workers, timeout=cluster.JOIN_SECONDS)
+    try:
+        train, test = sources(options)
+        n_workers = len(client.scheduler_info(n_workers=-1)["workers"])
+        X, y = from_shards(train.load, n_workers, train.width(), name="train")
+        progress = Progress(test)
+        received = []
+
+        def show(event):
+            received.append(event[1])
+            print_row(event[1])
+
+        client.subscribe_topic(TOPIC, show)
+        print(f"sparcml train: {train.name()} on {n_workers} Dask worker(s)", flush=True)
+        print_header()
+        begin = time.perf_counter()
+        model = estimator(options, progress).fit(X, y)
+        seconds = time.perf_counter() - begin
+        deadline = time.monotonic() + 5
+        while len(received) < model.n_iter_ and time.monotonic() < deadline:
+            time.sleep(0.05)  # the last rows may still be on their way
+        client.unsubscribe_topic(TOPIC)
+        finish(options, model, received, seconds, train, mode="dask", ranks=n_workers)
+    except BaseException:
+        if options.scheduler_file is not None:
+            client.close()
+        raise
+    if options.scheduler_file is not None:
+        if options.shutdown:
+            cluster.shutdown(client)
+        client.close()
+    return 0
+
+
+def finish(options, model, rows, seconds, train, *, mode, ranks):
+    """Print the summary; write the model and the metrics."""
+    import joblib
+
+    model.set_params(comm=None, callback=None)
+    sent = sum(row["bytes_sent"] for row in rows)
+    dense = sum(row["dense_bytes"] for row in rows)
+    metrics = {
+        "dataset": train.name(),
+        "mode": mode,
+        "ranks": ranks,
+        "epochs": len(rows),
+        "fit_seconds": seconds,
+        "test_accuracy": rows[-1]["test_accuracy"] if rows else None,
+        "bytes_sent": sent,
+        "dense_bytes": dense,
+        "params": {k: v for k, v in model.get_params().items() if k not in ("comm", "callback")},
+        "per_epoch": rows,
+    }
+    accuracy = metrics["test_accuracy"]
+    print(
+        f"test accuracy {accuracy:.4f}" if accuracy is not None else "no test rows",
+        f"| fit {seconds:.1f} s | sent {sent / 1e6:.1f} MB; a dense allreduce would have "
+        f"sent {dense / 1e6:.1f} MB ({dense / max(sent, 1):.0f}x more)",
+        flush=True,
+    )
+    for path in (options.model, options.metrics):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    joblib.dump(model, options.model)
+    Path(options.metrics).write_text(json.dumps(metrics, indent=2, default=str) + "\n")
+    print(f"model: {options.model}\nmetrics: {options.metrics}", flush=True)

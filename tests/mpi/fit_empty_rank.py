@@ -1,0 +1,30 @@
+"""Rank 1 holds no rows; the others split the data. Prints the model's test accuracy and
+a digest of its bytes on every rank. With argument "none", no rank holds rows."""
+
+import hashlib
+import sys
+
+import numpy as np
+from mpi4py import MPI
+from sklearn.datasets import make_classification
+
+from sparcml_apps import SparseSGDClassifier
+
+comm = MPI.COMM_WORLD
+X, y = make_classification(n_samples=2000, n_features=20, random_state=0)
+labels = np.array(["no", "yes"])[y]
+if len(sys.argv) > 1 and sys.argv[1] == "none":
+    mine = slice(0, 0)
+elif comm.rank == 1:
+    mine = slice(0, 0)
+else:
+    others = [r for r in range(comm.size) if r != 1]
+    part = others.index(comm.rank)
+    mine = slice(part * 1500 // len(others), (part + 1) * 1500 // len(others))
+try:
+    model = SparseSGDClassifier(comm=comm, random_state=0).fit(X[mine], labels[mine])
+except ValueError as exc:
+    print("ValueError:", exc)
+else:
+    digest = hashlib.sha256(model.coef_.tobytes() + model.intercept_.tobytes()).hexdigest()
+    print(f"{model.score(X[1500:], labels[1500:]):.4f} {digest} {[str(c) for c in model.classes_]}")
