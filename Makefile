@@ -25,11 +25,23 @@ demo: $(VENV)/.installed-
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
 
+# Every table and plot of docs/results.md, in about 30 minutes (QUICK=1: a few minutes,
+# into results/quick). Emulated links need root; without it those runs are skipped.
+RESULTS := $(if $(QUICK),results/quick,docs/results)
+BENCH := $(BIN)/python -m sparcml_apps.bench
+B := --out $(RESULTS) $(if $(QUICK),--quick)
+A9A := $(wildcard ../shared/data/libsvm/a9a)
+COMMA := ,
 bench: $(VENV)/.installed-test,bench
-	$(BIN)/python -m pytest -q -m bench
-	$(BIN)/python -m sparcml_apps.bench allreduce
-	$(BIN)/python -m sparcml_apps.bench train
-	$(BIN)/python -m sparcml_apps.bench parse
+	$(BENCH) train $(B) $(if $(QUICK),,--datasets url-like $(if $(A9A),$(A9A)$(COMMA)$(A9A).t))
+	$(BENCH) allreduce $(B)
+	$(BENCH) allreduce $(B) $(if $(QUICK),,--nprocs 4 --sizes 16777216 --densities 0.001 0.01) --rate 1gbit
+	$(BENCH) throughput $(B)
+	$(BENCH) diagnostics $(B)
+	$(BENCH) overlap $(B)
+	$(BENCH) projection $(B)
+	$(BENCH) parse $(B)
+	$(if $(QUICK),,$(BIN)/python -m pytest -q -m bench)
 
 lint: $(VENV)/.installed-lint
 	$(BIN)/ruff check .

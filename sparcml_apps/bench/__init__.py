@@ -10,4 +10,6 @@ BENCHMARKS = {
     "projection": "sparcml_apps.bench.projection",
     "calibrate": "sparcml_apps.bench.calibrate",
     "overlap": "sparcml_apps.bench.overlap",
+    "throughput": "sparcml_apps.bench.throughput",
+    "diagnostics": "sparcml_apps.bench.diagnostics",
 }

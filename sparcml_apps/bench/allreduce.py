@@ -9,11 +9,11 @@ the ranks talk over emulated links of that rate (:mod:`sparcml_apps.netem`; root
 """
 
 import json
-from pathlib import Path
 
 from collectives import ALGORITHMS
 
 from .. import netem
+from ._output import add_out_argument, draw, write
 
 QUICK = {"sizes": [2**16], "densities": [0.001, 0.01], "nprocs": [2], "repeat": 3}
 
@@ -43,12 +43,7 @@ def add_arguments(parser):
         help="value type (default: float32)",
     )
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per cell (default: 5)")
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=Path("results/allreduce.json"),
-        help="where to write the records (default: results/allreduce.json)",
-    )
+    add_out_argument(parser)
     parser.add_argument(
         "--algorithms",
         nargs="+",
@@ -147,9 +142,9 @@ def run(args):
     records = []
     for nprocs in args.nprocs:
         records += _run_ranks(nprocs, args)
-    print(table(records))
-    print(f"\n{auto_summary(records)}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(records, indent=1))
-    print(f"\nwrote {args.json}")
+    text = f"{table(records)}\n\n{auto_summary(records)}"
+    print(text)
+    name = "allreduce" + (f"-{args.rate}" if args.rate else "")
+    write(args.out, name, records, text)
+    draw("allreduce_times", records, args.out / f"{name}.png")
     return 0

@@ -34,6 +34,7 @@ def add_arguments(parser):
         help="measure ranks in network namespaces over links of this tc rate, e.g. 1gbit "
         "(root only; default: the local node)",
     )
+    parser.add_argument("--quick", action="store_true", help="P = 2, two timed runs a point")
 
 
 def _measure(nprocs, args, path):
@@ -51,6 +52,8 @@ def _format(value, unit, scale):
 
 
 def run(args):
+    if args.quick:
+        args.nprocs, args.repeat = [2], 2
     path = args.path or cost_model.calibration_path()
     reason = netem.skip_reason(args.rate)
     if reason is not None:

@@ -6,10 +6,8 @@ epoch and test accuracy. ``overlap`` applies each step's sum one step late (the 
 a step misses the step before it), so its loss curve shows what the delay costs.
 """
 
-import json
-from pathlib import Path
-
-from .._mpiexec import run_module
+from ._output import add_out_argument, write
+from .train import ranks_options, run_methods
 
 QUICK = {"rows": 20_000, "test_rows": 5_000, "epochs": 2, "nprocs": [2]}
 
@@ -30,12 +28,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--bits", type=int, default=4, help="quantization_bits of the quantized runs (default: 4)"
     )
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=Path("results/overlap.json"),
-        help="where to write the records (default: results/overlap.json)",
-    )
+    add_out_argument(parser)
     parser.add_argument("--quick", action="store_true", help="a small run of seconds")
 
 
@@ -43,23 +36,22 @@ def run(args):
     if args.quick:
         for key, value in QUICK.items():
             setattr(args, key, value)
+    options = ranks_options(
+        rows=args.rows + args.test_rows, features=args.features, epochs=args.epochs,
+        batch_size=args.batch_size, loss="log_loss",
+        test_fraction=args.test_rows / (args.rows + args.test_rows),
+    )  # fmt: skip
+    methods = {
+        f"overlap {overlap}, bits {bits}": {"overlap": overlap, "quantization_bits": bits}
+        for overlap in (False, True)
+        for bits in (None, args.bits)
+    }
     records = []
     for nprocs in args.nprocs:
-        for overlap in (False, True):
-            for bits in (None, args.bits):
-                options = ["--rows", args.rows, "--test-rows", args.test_rows, "--features",
-                           args.features, "--epochs", args.epochs, "--batch-size",
-                           args.batch_size, "--loss", "log_loss"]  # fmt: skip
-                options += ["--overlap"] * overlap
-                options += ["--quantization-bits", bits] if bits else []
-                done = run_module(nprocs, "sparcml_apps.bench._train_ranks", options)
-                if done.returncode != 0:
-                    raise RuntimeError(f"training on {nprocs} ranks failed:\n{done.stderr}")
-                records.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    print(table(records))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(records, indent=1))
-    print(f"\nwrote {args.json}")
+        records += run_methods(nprocs, methods, options)
+    text = table(records)
+    print(text)
+    write(args.out, "overlap", records, text)
     return 0
 
 
@@ -71,10 +63,11 @@ def table(records):
         "|---|---|---|---|---|---|---|",
     ]
     for r in records:
-        losses = " ".join(f"{loss:.4f}" for loss in r["epoch_losses"])
+        last = r["epochs"][-1]
+        losses = " ".join(f"{epoch['train_loss']:.4f}" for epoch in r["epochs"])
         lines.append(
-            f"| {r['nprocs']} | {'yes' if r['overlap'] else 'no'} "
-            f"| {r['quantization_bits'] or 'exact'} | {r['seconds']:.2f} | {losses} "
-            f"| {r['accuracy']:.4f} | {r['bytes_sent_per_rank'] / 1e6:.1f} |"
+            f"| {r['nprocs']} | {'yes' if r['options']['overlap'] else 'no'} "
+            f"| {r['options']['quantization_bits'] or 'exact'} | {last['seconds']:.2f} "
+            f"| {losses} | {last['accuracy']:.4f} | {last['bytes_sent'] / 1e6:.1f} |"
         )
     return "\n".join(lines)

@@ -7,7 +7,6 @@ cache (``convert_svmlight``) and loading that cache (``load_cache``: memory maps
 checks that both parsers give the same matrix.
 """
 
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -16,6 +15,8 @@ import numpy as np
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from sparcml_apps.datasets import convert_svmlight, load_cache, load_svmlight, make_url_like
+
+from ._output import add_out_argument, write
 
 N_FEATURES = 3231961
 QUICK_MEGABYTES = 20
@@ -37,21 +38,19 @@ def add_arguments(parser):
         "(default: a temporary directory, removed at the end)",
     )
     parser.add_argument("--seed", type=int, default=0, help="make_url_like seed (default: 0)")
-    parser.add_argument(
-        "--json", type=Path, help="also write the figures to this JSON file (default: none)"
-    )
+    add_out_argument(parser)
 
 
 def run(args):
     megabytes = QUICK_MEGABYTES if args.quick else args.megabytes
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
-        return _measure(args.dir, megabytes, args.seed, args.json)
+        return _measure(args.dir, megabytes, args.seed, args.out)
     with tempfile.TemporaryDirectory(prefix="sparcml-bench-parse-") as folder:
-        return _measure(Path(folder), megabytes, args.seed, args.json)
+        return _measure(Path(folder), megabytes, args.seed, args.out)
 
 
-def _measure(folder, megabytes, seed, json_path):
+def _measure(folder, megabytes, seed, out):
     path = _url_like_file(folder, megabytes, seed)
     size = path.stat().st_size / 1e6
     load_svmlight(_tiny_file(folder))  # compile (or load) the kernels outside the timings
@@ -84,9 +83,9 @@ def _measure(folder, megabytes, seed, json_path):
         results[f"{name}_rows_per_second"] = results["rows"] / results[f"{name}_seconds"]
         results[f"{name}_megabytes_per_second"] = size / results[f"{name}_seconds"]
     results["speedup"] = results["sklearn_seconds"] / results["sparcml_seconds"]
-    _report(results)
-    if json_path is not None:
-        json_path.write_text(json.dumps(results, indent=2) + "\n")
+    text = report(results)
+    print(text)
+    write(out, "parse", results, text)
     return 0
 
 
@@ -120,18 +119,27 @@ def _timed(function, *args, **kwargs):
     return time.perf_counter() - start, result
 
 
-def _report(r):
-    print(f"file: {r['file']}: {r['megabytes']:.1f} MB, {r['rows']:,} rows, {r['nnz']:,} nonzeros")
-    print(f"{'parser':<40}{'seconds':>9}{'rows/s':>12}{'MB/s':>8}")
+def report(r):
+    """The figures as Markdown."""
+    lines = [
+        f"{r['megabytes']:.1f} MB url-like LIBSVM file, {r['rows']:,} rows, {r['nnz']:,} nonzeros",
+        "",
+        "| parser | seconds | rows/s | MB/s |",
+        "|---|---|---|---|",
+    ]
     for name, label in (
-        ("sparcml", "sparcml load_svmlight"),
-        ("sklearn", "sklearn load_svmlight_file"),
+        ("sparcml", "sparcml `load_svmlight`"),
+        ("sklearn", "scikit-learn `load_svmlight_file`"),
     ):
-        print(
-            f"{label:<40}{r[f'{name}_seconds']:>9.2f}{r[f'{name}_rows_per_second']:>12,.0f}"
-            f"{r[f'{name}_megabytes_per_second']:>8.1f}"
+        lines.append(
+            f"| {label} | {r[f'{name}_seconds']:.2f} | {r[f'{name}_rows_per_second']:,.0f} "
+            f"| {r[f'{name}_megabytes_per_second']:.1f} |"
         )
-    print(f"speedup: {r['speedup']:.2f}x; same matrix and labels: {r['identical']}")
-    print(f"cache conversion (convert_svmlight): {r['cache_convert_seconds']:.2f} s")
-    print(f"cache load (load_cache, memory map): {r['cache_load_seconds'] * 1e3:.2f} ms")
-    print(f"first pass over the mapped values: {r['cache_first_pass_seconds']:.2f} s")
+    lines += [
+        "",
+        f"speedup {r['speedup']:.2f}x; the same matrix and labels: {r['identical']}; "
+        f"cache conversion {r['cache_convert_seconds']:.2f} s; cache load (memory map) "
+        f"{r['cache_load_seconds'] * 1e3:.2f} ms; first pass over the mapped values "
+        f"{r['cache_first_pass_seconds']:.2f} s",
+    ]
+    return "\n".join(lines)

@@ -12,10 +12,10 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path):
+def _save(fig, path, rect=(0, 0, 1, 1)):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=110)
     fig.clf()
 
@@ -37,4 +37,92 @@ def projection(records, path):
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("predicted allreduce time a step (s)")
     axes[0].legend(fontsize=8)
+    _save(fig, path)
+
+
+def curves(records, path, title):
+    """Test loss and accuracy against training seconds and against MB sent per rank, one
+    line a method (scikit-learn sends nothing: it has no bytes panel line)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7.5), sharey="row")
+    for r in records:
+        epochs = r["epochs"]
+        seconds = [e["seconds"] for e in epochs]
+        sent = [e["bytes_sent"] / 1e6 for e in epochs]
+        style = {"marker": "o", "markersize": 3, "label": r["method"]}
+        for row, key in enumerate(("test_loss", "accuracy")):
+            values = [e[key] for e in epochs]
+            axes[row, 0].plot(seconds, values, **style)
+            if sent[-1] > 0:
+                axes[row, 1].plot(sent, values, **style)
+    for ax in axes.flat:
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0, 0].set_ylabel("test loss")
+    axes[1, 0].set_ylabel("test accuracy")
+    axes[1, 0].set_xlabel("training seconds")
+    axes[1, 1].set_xlabel("MB sent per rank")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8)
+    fig.suptitle(title)
+    _save(fig, path, rect=(0, 0.08, 1, 1))
+
+
+def allreduce_times(records, path):
+    """Least allreduce time against density, one panel a (P, N), one line an algorithm."""
+    plt = _pyplot()
+    panels = list(dict.fromkeys((r["nprocs"], r["size"]) for r in records))
+    columns = min(3, len(panels))
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
+    for ax, (nprocs, size) in zip(axes.flat, panels, strict=False):
+        mine = [r for r in records if (r["nprocs"], r["size"]) == (nprocs, size)]
+        for name in dict.fromkeys(r["algorithm"] for r in mine):
+            points = sorted(
+                (r["density"], r["least_seconds"] * 1e3) for r in mine if r["algorithm"] == name
+            )
+            ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"P = {nprocs}, N = 2^{size.bit_length() - 1}", fontsize=10)
+        ax.set_xlabel("nonzeros per rank / N")
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("least time (ms)")
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    axes[0, 0].legend(fontsize=7)
+    _save(fig, path)
+
+
+def diagnostics(records, path):
+    """gamma and xi against the step (one line a K, a running median over 25 steps) and
+    against K (median with the 10th to 90th percentiles)."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for r in records:
+        for ax, key in zip(axes[:2], ("gamma", "xi"), strict=True):
+            values = np.asarray(r[key])
+            width = min(25, values.size)
+            smooth = np.convolve(values, np.ones(width) / width, mode="valid")
+            ax.plot(np.arange(smooth.size) + width, smooth, label=f"K = {r['topk']:g}")
+    for ax, key in zip(axes[:2], ("gamma", "xi"), strict=True):
+        ax.set_xlabel("step")
+        ax.set_ylabel(key)
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7)
+    ks = [r["topk"] for r in records]
+    for key, marker in (("gamma", "o"), ("xi", "s")):
+        low, mid, high = (
+            np.array([np.quantile(r[key], q) for r in records]) for q in (0.1, 0.5, 0.9)
+        )
+        axes[2].errorbar(ks, mid, yerr=[mid - low, high - mid], marker=marker, capsize=3, label=key)
+    axes[2].set_xscale("log")
+    axes[2].set_yscale("log")
+    axes[2].set_xlabel("K (fraction of the weights)")
+    axes[2].grid(True, which="both", alpha=0.3)
+    axes[2].legend(fontsize=8)
     _save(fig, path)

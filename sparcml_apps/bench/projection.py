@@ -6,10 +6,9 @@ every rank holds ``batch_size`` rows' worth of nonzeros (an upper bound: popular
 repeat across rows). The constants are the cost model's (calibrated, or given here).
 """
 
-import json
-from pathlib import Path
-
 from collectives import ALGORITHMS, cost_model
+
+from ._output import add_out_argument, draw, write
 
 # columns and mean nonzeros a row, from the LIBSVM datasets page
 DATASETS = {
@@ -41,18 +40,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--max-nprocs", type=int, default=1024, help="largest number of ranks (default: 1024)"
     )
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=Path("results/projection.json"),
-        help="where to write the records (default: results/projection.json)",
-    )
-    parser.add_argument(
-        "--plot",
-        type=Path,
-        default=Path("results/projection.png"),
-        help="where to draw them (default: results/projection.png; needs matplotlib)",
-    )
+    add_out_argument(parser)
     parser.add_argument("--quick", action="store_true", help="the same; it takes a second")
 
 
@@ -108,13 +96,8 @@ def run(args):
         f"alpha {args.alpha:g} s, beta {args.beta:g} s/byte, gamma {args.gamma:g} s/entry, "
         f"{args.batch_size} rows per rank per step\n"
     )
-    print(table(records))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(records, indent=1))
-    print(f"\nwrote {args.json}")
-    if args.plot:
-        from .plots import projection
-
-        projection(records, args.plot)
-        print(f"drew {args.plot}")
+    text = table(records)
+    print(text)
+    write(args.out, "projection", records, text)
+    draw("projection", records, args.out / "projection.png")
     return 0

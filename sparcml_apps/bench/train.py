@@ -1,153 +1,272 @@
-"""Training throughput and accuracy against scikit-learn, batch sizes and ranks.
+"""Time to a target test accuracy, for each way of summing the steps, ranks and network.
 
-On url-like synthetic data (``make_url_like``: ~116 nonzeros a row, power-law column
-popularity): rows per second and test accuracy of ``SparseSGDClassifier`` in this process
-against scikit-learn's ``SGDClassifier`` for the same epochs; accuracy and time against the
-batch size (in this process) and against the number of MPI ranks (under mpiexec).
+For every dataset (the url-like synthetic data, and any given), number of ranks P and
+network (shared memory, or emulated links of a rate: root only), every method fits
+``SparseSGDClassifier`` with the same loss, batch size per rank and seed, one epoch at a
+time, scored on the test rows between epochs (off the clock): exact sparse allreduce
+(each algorithm and ``auto``), the same trainer over dense allreduce, TopK 1% and 0.1%
+with and without error feedback, 4-bit values, and scikit-learn's ``SGDClassifier`` (one
+process). The target accuracy is the best final accuracy of the dataset's runs less
+``--target-gap``; a method's time to target is its training time up to the first epoch
+that reaches it. A dense run stopped by ``--max-seconds`` before the target sums the same
+steps as the exact one, so its time to target is estimated from its seconds an epoch and
+the epochs the exact run needed (marked "est."). Writes JSON, a Markdown table and, for
+each cell of more than one rank, a plot of loss and accuracy against time and bytes.
 """
 
 import json
-import time
 from pathlib import Path
 
-from sklearn.linear_model import SGDClassifier
+from .. import netem
+from ._output import add_out_argument, draw, write
 
-from .._mpiexec import run_module
-
-QUICK = {"rows": 20_000, "test_rows": 5_000, "epochs": 2, "batch_sizes": [1, 16], "nprocs": [2]}
+RANKS_MODULE = "sparcml_apps.bench._train_ranks"
+METHODS = {
+    "exact, auto": {"allreduce": "auto"},
+    "exact, ssar_recursive_double": {"allreduce": "ssar_recursive_double"},
+    "exact, ssar_split_allgather": {"allreduce": "ssar_split_allgather"},
+    "exact, dsar_split_allgather": {"allreduce": "dsar_split_allgather"},
+    "dense allreduce": {"allreduce": "dense"},
+    "TopK 1%, EF": {"compression": "topk", "topk": 0.01},
+    "TopK 1%, no EF": {"compression": "topk", "topk": 0.01, "error_feedback": False},
+    "TopK 0.1%, EF": {"compression": "topk", "topk": 0.001},
+    "TopK 0.1%, no EF": {"compression": "topk", "topk": 0.001, "error_feedback": False},
+    "exact, 4-bit values": {"quantization_bits": 4},
+    "scikit-learn SGDClassifier": {"sklearn": True},
+}
+ONE_RANK = ["exact, auto", *(name for name in METHODS if name.startswith("TopK"))]
+ONE_RANK.append("scikit-learn SGDClassifier")
+EXACT, DENSE = "exact, auto", "dense allreduce"
+QUICK = {
+    "rows": 10_000,
+    "features": 100_000,
+    "epochs": 2,
+    "nprocs": [1, 2],
+    "networks": ["shm"],
+    "max_seconds": 30.0,
+}
 
 
 def add_arguments(parser):
-    parser.add_argument("--rows", type=int, default=300_000, help="training rows (default: 300000)")
-    parser.add_argument("--test-rows", type=int, default=60_000, help="test rows (default: 60000)")
     parser.add_argument(
-        "--features", type=int, default=3_231_961, help="columns, as url (default: 3231961)"
-    )
-    parser.add_argument("--epochs", type=int, default=5, help="epochs (default: 5)")
-    parser.add_argument(
-        "--loss", default="log_loss", choices=["log_loss", "hinge"], help="loss (default: log_loss)"
-    )
-    parser.add_argument(
-        "--batch-sizes",
-        type=int,
+        "--datasets",
         nargs="+",
-        default=[1, 16, 64, 256, 1024],
-        help="rows per step for the batch-size sweep (default: 1 16 64 256 1024)",
+        default=["url-like"],
+        metavar="TRAIN[,TEST]",
+        help="'url-like' (the synthetic data), or a catalogue name, LIBSVM file or cache, "
+        "optionally with its test rows after a comma (else --test-fraction of the rows are "
+        "held out); default: url-like",
     )
     parser.add_argument(
-        "--nprocs",
-        type=int,
+        "--rows", type=int, default=150_000, help="url-like rows, train and test (default: 150000)"
+    )
+    parser.add_argument(
+        "--features", type=int, default=3_231_961, help="url-like columns (default: 3231961)"
+    )
+    parser.add_argument(
+        "--test-fraction", type=float, default=0.2, help="rows held out (default: 0.2)"
+    )
+    parser.add_argument("--epochs", type=int, default=4, help="epochs a method (default: 4)")
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="rows per rank a step (default: 64)"
+    )
+    parser.add_argument(
+        "--loss", default="log_loss", choices=["log_loss", "hinge"], help="(default: log_loss)"
+    )
+    parser.add_argument(
+        "--nprocs", type=int, nargs="+", default=[1, 2, 4], help="numbers of ranks (default: 1 2 4)"
+    )
+    parser.add_argument(
+        "--networks",
         nargs="+",
-        default=[1, 2, 4],
-        help="ranks for the scaling runs, batch size 16 (default: 1 2 4)",
+        default=["shm", "1gbit", "10gbit"],
+        help="'shm' (one node) and tc rates of emulated links, each at every P > 1 "
+        "(default: shm 1gbit 10gbit)",
     )
     parser.add_argument(
-        "--json",
-        type=Path,
-        default=Path("results/train.json"),
-        help="where to write the records (default: results/train.json)",
+        "--methods",
+        nargs="+",
+        choices=list(METHODS),
+        default=list(METHODS),
+        metavar="METHOD",
+        help=f"of: {'; '.join(METHODS)} (default: all)",
     )
     parser.add_argument(
-        "--repeat", type=int, default=3, help="in-process fits timed, the least kept (default: 3)"
+        "--max-seconds",
+        type=float,
+        default=60.0,
+        help="a method stops after the epoch that passes this much training (default: 60)",
     )
-    parser.add_argument("--quick", action="store_true", help="a small run of seconds")
+    parser.add_argument(
+        "--target-gap",
+        type=float,
+        default=0.01,
+        help="target accuracy: the dataset's best final accuracy less this (default: 0.01)",
+    )
+    add_out_argument(parser)
+    parser.add_argument("--quick", action="store_true", help="a small grid of a minute")
 
 
-def url_like_split(rows, test_rows, features):
-    """Seeded url-like training and test sets."""
-    from ..datasets import make_url_like
+def ranks_options(
+    *, rows, features, epochs, batch_size, loss, test_fraction, max_seconds=None, dataset=None
+):
+    """The options of the ranks' module; ``dataset`` is ``TRAIN[,TEST]`` (None: url-like
+    data of ``rows`` rows and ``features`` columns)."""
+    options = {
+        "rows": rows, "features": features, "epochs": epochs, "batch-size": batch_size,
+        "loss": loss, "test-fraction": test_fraction, "max-seconds": max_seconds,
+    }  # fmt: skip
+    if dataset not in (None, "url-like"):
+        train, _, test = dataset.partition(",")
+        options.update(dataset=train, test=test or None)
+    return [
+        item for key, value in options.items() if value is not None for item in (f"--{key}", value)
+    ]
 
-    X, y = make_url_like(rows + test_rows, n_features=features, random_state=0)
-    return X[:rows], y[:rows], X[rows:], y[rows:]
+
+def run_methods(nprocs, methods, options, *, rate=None, timeout=3600):
+    """Run ``methods`` (names to estimator options) on ``nprocs`` ranks, over links of
+    ``rate`` if given, with the ranks' module ``options``; a record a method."""
+    chosen = [{"name": name, "options": value} for name, value in methods.items()]
+    arguments = [*options, "--methods", json.dumps(chosen)]
+    done = netem.run_module(nprocs, RANKS_MODULE, arguments, rate=rate, timeout=timeout)
+    if done.returncode != 0:
+        where = f"{nprocs} ranks" + (f" over {rate} links" if rate else "")
+        raise RuntimeError(f"the training benchmark failed on {where}:\n{done.stderr}")
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def _timed_fit(model, X, y, repeat):
-    """The least time of ``repeat`` fits (the model keeps the last; all are equal)."""
-    best = float("inf")
-    for _ in range(repeat):
-        begin = time.perf_counter()
-        model.fit(X, y)
-        best = min(best, time.perf_counter() - begin)
-    return best
+def cells(args):
+    """(nprocs, network) pairs to run: shared memory at every P, links at P > 1."""
+    for nprocs in args.nprocs:
+        for network in args.networks:
+            if network == "shm" or nprocs > 1:
+                yield nprocs, network
+
+
+def methods_at(nprocs, chosen):
+    """The methods that mean something at ``nprocs`` ranks (on one rank every exact
+    algorithm, dense and quantized sums are the rank's own step)."""
+    names = [m for m in chosen if (m in ONE_RANK if nprocs == 1 else "scikit" not in m)]
+    return {name: METHODS[name] for name in names}
 
 
 def run(args):
-    from .. import SparseSGDClassifier
-
     if args.quick:
         for key, value in QUICK.items():
             setattr(args, key, value)
-    X, y, Xt, yt = url_like_split(args.rows, args.test_rows, args.features)
-    common = dict(loss=args.loss, max_iter=args.epochs, tol=None, random_state=0)
-    SparseSGDClassifier(**common).fit(X[:100], y[:100])  # compile the kernels first
     records = []
-    reference = SGDClassifier(**common)
-    seconds = _timed_fit(reference, X, y, args.repeat)
-    records.append(
-        {
-            "run": "scikit-learn SGDClassifier",
-            "batch_size": 1,
-            "nprocs": 1,
-            "seconds": seconds,
-            "rows_per_second": args.epochs * args.rows / seconds,
-            "accuracy": reference.score(Xt, yt),
-        }
-    )
-    for batch in args.batch_sizes:
-        model = SparseSGDClassifier(batch_size=batch, **common)
-        seconds = _timed_fit(model, X, y, args.repeat)
-        records.append(
-            {
-                "run": "SparseSGDClassifier, in-process",
-                "batch_size": batch,
-                "nprocs": 1,
-                "seconds": seconds,
-                "rows_per_second": args.epochs * args.rows / seconds,
-                "accuracy": model.score(Xt, yt),
-            }
-        )
-    for nprocs in args.nprocs:
-        options = [
-            "--rows",
-            args.rows,
-            "--test-rows",
-            args.test_rows,
-            "--features",
-            args.features,
-            "--epochs",
-            args.epochs,
-            "--batch-size",
-            16,
-            "--loss",
-            args.loss,
-        ]
-        done = run_module(nprocs, "sparcml_apps.bench._train_ranks", options)
-        if done.returncode != 0:
-            raise RuntimeError(f"the training benchmark failed on {nprocs} ranks:\n{done.stderr}")
-        record = json.loads(done.stdout.strip().splitlines()[-1])
-        records.append({"run": "SparseSGDClassifier, mpiexec", **record})
-    baseline = records[0]["rows_per_second"]
-    print(table(records, baseline))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(records, indent=1))
-    print(f"\nwrote {args.json}")
+    for network in args.networks:
+        reason = None if network == "shm" else netem.skip_reason(network)
+        if reason:
+            print(f"skipping the {network} links: {reason}")
+            args.networks = [n for n in args.networks if n != network]
+    for dataset in args.datasets:
+        options = ranks_options(
+            rows=args.rows, features=args.features, epochs=args.epochs,
+            batch_size=args.batch_size, loss=args.loss, test_fraction=args.test_fraction,
+            max_seconds=args.max_seconds, dataset=dataset,
+        )  # fmt: skip
+        for nprocs, network in cells(args):
+            rate = None if network == "shm" else network
+            for record in run_methods(nprocs, methods_at(nprocs, args.methods), options, rate=rate):
+                record.update(dataset=dataset, network=network)
+                records.append(record)
+                print(_progress(record), flush=True)
+    summarize(records, args.target_gap)
+    text = table(records)
+    print(f"\n{text}")
+    write(args.out, "train", records, text)
+    _draw(records, args.out)
     return 0
 
 
-def table(records, baseline):
-    """The records as a Markdown table; speed relative to scikit-learn's."""
+def _progress(record):
+    last = record["epochs"][-1]
+    return (
+        f"{record['dataset']} P={record['nprocs']} {record['network']} {record['method']}: "
+        f"{last['epoch']} epochs, {last['seconds']:.1f} s, accuracy {last['accuracy']:.4f}"
+    )
+
+
+def summarize(records, gap):
+    """Add ``target``, ``time_to_target`` and ``estimated`` to every record."""
+    for dataset in {r["dataset"] for r in records}:
+        mine = [r for r in records if r["dataset"] == dataset]
+        target = max(r["epochs"][-1]["accuracy"] for r in mine) - gap
+        for r in mine:
+            r["target"] = target
+            reached = [e for e in r["epochs"] if e["accuracy"] >= target]
+            r["time_to_target"] = reached[0]["seconds"] if reached else None
+            r["epochs_to_target"] = reached[0]["epoch"] if reached else None
+            r["estimated"] = False
+        for r in mine:
+            twin = _find(mine, r["nprocs"], r["network"], EXACT)
+            if r["method"] == DENSE and r["time_to_target"] is None and twin:
+                if twin["epochs_to_target"] is not None:
+                    per_epoch = r["epochs"][-1]["seconds"] / r["epochs"][-1]["epoch"]
+                    r["time_to_target"] = per_epoch * twin["epochs_to_target"]
+                    r["estimated"] = True
+
+
+def _find(records, nprocs, network, method):
+    for r in records:
+        if (r["nprocs"], r["network"], r["method"]) == (nprocs, network, method):
+            return r
+    return None
+
+
+def _ratio(numerator, denominator):
+    if numerator is None or not denominator:
+        return ""
+    return f"{numerator / denominator:.1f}x"
+
+
+def table(records):
+    """The records as a Markdown table, speed and bytes against the dense allreduce."""
     lines = [
-        "| run | ranks | batch/rank | seconds | rows/s | vs scikit-learn | test accuracy | "
-        "MB sent/rank | dense MB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| dataset | P | network | method | epochs | s/epoch | time to target (s) "
+        "| dense/this time | final accuracy | MB sent/rank | dense/this bytes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
-        sent = r.get("bytes_sent_per_rank")
-        dense = r.get("dense_bytes_per_rank")
-        lines.append(
-            f"| {r['run']} | {r['nprocs']} | {r['batch_size']} | {r['seconds']:.2f} "
-            f"| {r['rows_per_second']:,.0f} | {r['rows_per_second'] / baseline:.2f}x "
-            f"| {r['accuracy']:.4f} | {'' if sent is None else f'{sent / 1e6:.1f}'} "
-            f"| {'' if dense is None else f'{dense / 1e6:.0f}'} |"
+        last = r["epochs"][-1]
+        dense = _find(
+            [d for d in records if d["dataset"] == r["dataset"]], r["nprocs"], r["network"], DENSE
         )
-    return "\n".join(lines)
+        time = r["time_to_target"]
+        shown = (
+            "not reached" if time is None else f"{time:.2f}" + (" est." if r["estimated"] else "")
+        )
+        dense_time = dense and dense["time_to_target"]
+        dense_bytes = dense and dense["epochs"][-1]["bytes_sent"] / dense["epochs"][-1]["epoch"]
+        sent_per_epoch = last["bytes_sent"] / last["epoch"]
+        lines.append(
+            f"| {r['dataset']} | {r['nprocs']} | {r['network']} | {r['method']} "
+            f"| {last['epoch']}{' (capped)' if r['capped'] else ''} "
+            f"| {last['seconds'] / last['epoch']:.2f} | {shown} "
+            f"| {_ratio(dense_time, time) if r is not dense else ''} "
+            f"| {last['accuracy']:.4f} | {last['bytes_sent'] / 1e6:.1f} "
+            f"| {_ratio(dense_bytes, sent_per_epoch) if r is not dense else ''} |"
+        )
+    target = {r["dataset"]: r["target"] for r in records}
+    notes = [f"target accuracy on {name}: {value:.4f}" for name, value in target.items()]
+    return "\n".join(lines + [""] + notes)
+
+
+def _draw(records, out):
+    """A plot for each dataset and cell of more than one rank."""
+    for dataset, nprocs, network in dict.fromkeys(
+        (r["dataset"], r["nprocs"], r["network"]) for r in records if r["nprocs"] > 1
+    ):
+        mine = [
+            r
+            for r in records
+            if (r["dataset"], r["nprocs"], r["network"]) == (dataset, nprocs, network)
+        ]
+        name = f"train-{_slug(dataset)}-P{nprocs}-{network}.png"
+        draw("curves", mine, out / name, f"{dataset}, P = {nprocs}, {network}")
+
+
+def _slug(text):
+    return "".join(c if c.isalnum() else "-" for c in Path(text.split(",")[0]).name)

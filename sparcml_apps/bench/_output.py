@@ -1,0 +1,35 @@
+"""Where the benchmarks put what they measured: one folder of JSON, Markdown and PNG."""
+
+import json
+from pathlib import Path
+
+
+def add_out_argument(parser):
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results"),
+        help="folder of the JSON records, Markdown table and plots (default: results)",
+    )
+
+
+def write(out, name, records, text):
+    """Write ``records`` to ``out/name.json`` and ``text`` to ``out/name.md``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(records, indent=1) + "\n")
+    (out / f"{name}.md").write_text(text + "\n")
+    print(f"\nwrote {out / name}.json and {out / name}.md")
+
+
+def draw(plot, records, path, *args):
+    """Draw ``plot`` (a name in :mod:`.plots`) of ``records`` to ``path``, when matplotlib
+    (the ``bench`` extra) is installed."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        print(f"no plot {Path(path).name}: {exc} (pip install 'sparcml[bench]')")
+        return
+    from . import plots
+
+    getattr(plots, plot)(records, path, *args)
+    print(f"drew {path}")

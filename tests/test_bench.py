@@ -1,0 +1,111 @@
+"""Every benchmark runs in ``--quick`` mode and writes what it says it writes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from collectives import ALGORITHMS, cost_model
+from sparcml_apps.bench import BENCHMARKS
+
+pytest.importorskip("matplotlib", reason="the plots need the bench extra")
+TIMEOUT = 600
+
+
+def quick(name, out, *options):
+    """Run ``python -m sparcml_apps.bench NAME --quick``; its output."""
+    done = subprocess.run(
+        [sys.executable, "-m", "sparcml_apps.bench", name, "--quick", "--out", out, *options],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def records(out, name):
+    assert (out / f"{name}.md").read_text().startswith("|") or name == "parse"
+    return json.loads((out / f"{name}.json").read_text())
+
+
+def test_every_benchmark_is_tested_here():
+    tested = {"allreduce", "train", "throughput", "overlap", "projection", "diagnostics"}
+    assert set(BENCHMARKS) == tested | {"parse", "calibrate"}  # those two: below and apart
+
+
+def test_allreduce(tmp_path):
+    quick("allreduce", tmp_path)
+    found = records(tmp_path, "allreduce")
+    assert {r["algorithm"] for r in found} == {"mpi_allreduce", *ALGORITHMS, "auto"}
+    assert all(r["best_seconds"] > 0 for r in found)
+    assert (tmp_path / "allreduce.png").stat().st_size > 10_000
+
+
+def test_train(tmp_path):
+    quick("train", tmp_path)
+    found = records(tmp_path, "train")
+    one = {r["method"]: r for r in found if r["nprocs"] == 1}
+    two = {r["method"]: r for r in found if r["nprocs"] == 2}
+    assert "scikit-learn SGDClassifier" in one and "dense allreduce" not in one
+    assert "scikit-learn SGDClassifier" not in two and len(two) == 10
+    exact = two["exact, auto"]["epochs"]
+    # every exact algorithm and the dense allreduce sum the same steps: the same curves
+    for name in ("exact, ssar_split_allgather", "dense allreduce"):
+        for a, b in zip(exact, two[name]["epochs"], strict=True):
+            assert a["accuracy"] == pytest.approx(b["accuracy"], abs=2e-3)
+    sent = {name: r["epochs"][-1]["bytes_sent"] for name, r in two.items()}
+    assert sent["TopK 0.1%, EF"] < sent["exact, auto"] < sent["dense allreduce"] / 5
+    target = found[0]["target"]
+    assert target == pytest.approx(max(r["epochs"][-1]["accuracy"] for r in found) - 0.01)
+    assert all(r["time_to_target"] is None or r["time_to_target"] > 0 for r in found)
+    assert (tmp_path / "train-url-like-P2-shm.png").stat().st_size > 10_000
+
+
+def test_throughput(tmp_path):
+    quick("throughput", tmp_path)
+    runs = [r["run"] for r in records(tmp_path, "throughput")]
+    assert runs[0] == "scikit-learn SGDClassifier" and "SparseSGDClassifier, mpiexec" in runs
+
+
+def test_overlap(tmp_path):
+    quick("overlap", tmp_path)
+    found = records(tmp_path, "overlap")
+    assert [(r["options"]["overlap"], r["options"]["quantization_bits"]) for r in found] == [
+        (False, None), (False, 4), (True, None), (True, 4)
+    ]  # fmt: skip
+    exact, quantized = found[0]["epochs"][-1], found[1]["epochs"][-1]
+    assert quantized["bytes_sent"] < 0.6 * exact["bytes_sent"]
+
+
+def test_projection(tmp_path):
+    quick("projection", tmp_path)
+    found = records(tmp_path, "projection")
+    assert max(r["nprocs"] for r in found) == 1024
+    assert (tmp_path / "projection.png").stat().st_size > 10_000
+
+
+def test_diagnostics(tmp_path):
+    quick("diagnostics", tmp_path)
+    found = records(tmp_path, "diagnostics")
+    for r in found:
+        assert len(r["gamma"]) == len(r["xi"]) > 10
+        assert all(0 <= g < 1 for g in r["gamma"]) and all(x >= 0 for x in r["xi"])
+    # a larger K leaves less behind
+    medians = [sorted(r["gamma"])[len(r["gamma"]) // 2] for r in found]
+    assert medians == sorted(medians, reverse=True)
+    assert (tmp_path / "diagnostics.png").stat().st_size > 10_000
+
+
+def test_calibrate_stores_where_it_is_told(tmp_path):
+    path = tmp_path / "calibration.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "sparcml_apps.bench", "calibrate", "--quick", "--path", path],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    stored = cost_model.stored(2, path)
+    assert stored["alpha"] > 0 and stored["beta"] > 0
