@@ -68,6 +68,7 @@ class _SparseSGD(BaseEstimator):
             Interval(Real, 0, 1, closed="right"),
         ],
         "error_feedback": ["boolean"],
+        "diagnostics": ["boolean"],
         "allreduce": [StrOptions({"auto", *collectives.ALGORITHMS})],
         "quantization_bits": [Options(Integral, set(collectives.BITS)), None],
         "overlap": ["boolean"],
@@ -102,6 +103,7 @@ class _SparseSGD(BaseEstimator):
         compression=None,
         topk=0.01,
         error_feedback=True,
+        diagnostics=False,
         allreduce="auto",
         quantization_bits=None,
         overlap=False,
@@ -132,6 +134,7 @@ class _SparseSGD(BaseEstimator):
         self.compression = compression
         self.topk = topk
         self.error_feedback = error_feedback
+        self.diagnostics = diagnostics
         self.allreduce = allreduce
         self.quantization_bits = quantization_bits
         self.overlap = overlap
@@ -156,6 +159,11 @@ class _SparseSGD(BaseEstimator):
             raise ValueError(
                 f"The 'alpha' parameter of {name} must be > 0 with learning_rate='optimal' "
                 "(it sets the learning rate). Got 0 instead."
+            )
+        if self.diagnostics and self.compression != "topk":
+            raise ValueError(
+                f"The 'diagnostics' parameter of {name} needs compression='topk' (it measures "
+                f"TopK). Got diagnostics=True with compression={self.compression!r} instead."
             )
         if self.comm is not None and self.n_jobs not in (None, 1):
             raise ValueError(
@@ -350,6 +358,7 @@ class _SparseSGD(BaseEstimator):
             compression=self.compression,
             topk=self.topk,
             error_feedback=self.error_feedback,
+            diagnostics=self.diagnostics,
             algorithm=self.allreduce,
             quantization_bits=self.quantization_bits,
             overlap=self.overlap,
@@ -444,6 +453,12 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         How many entries TopK keeps: a fraction of the model's coordinates, or a count.
     error_feedback : bool, default=True
         Keep what TopK did not send and add it to the next step (else it is dropped).
+    diagnostics : bool, default=False
+        With ``compression="topk"``, record every step the quantities of the TopK
+        convergence analysis (:mod:`sparcml_apps.diagnostics`): ``gamma``, the largest over
+        the ranks of ``||acc - TopK(acc)|| / ||acc||`` (``acc``: a rank's residual plus its
+        step), and ``xi``, how far the sum of the ranks' TopKs is from the TopK of their
+        sum. Costs one more exact allreduce a step; the model is the same.
     allreduce : str, default="auto"
         The algorithm of :func:`collectives.allreduce`.
     quantization_bits : {2, 4, 8} or None, default=None
@@ -462,7 +477,8 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
 
     Attributes are those of ``SGDClassifier`` plus ``comm_stats_``: per epoch, the loss,
     seconds, steps, and this rank's allreduce traffic (bytes, messages, seconds) next to
-    what a dense allreduce would have sent.
+    what a dense allreduce would have sent; with ``diagnostics``, ``gamma`` and ``xi``, one
+    value a step (else None).
     """
 
     _parameter_constraints = {
@@ -498,6 +514,7 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         compression=None,
         topk=0.01,
         error_feedback=True,
+        diagnostics=False,
         allreduce="auto",
         quantization_bits=None,
         overlap=False,
@@ -529,6 +546,7 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
             compression=compression,
             topk=topk,
             error_feedback=error_feedback,
+            diagnostics=diagnostics,
             allreduce=allreduce,
             quantization_bits=quantization_bits,
             overlap=overlap,
@@ -686,6 +704,7 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
         compression=None,
         topk=0.01,
         error_feedback=True,
+        diagnostics=False,
         allreduce="auto",
         quantization_bits=None,
         overlap=False,
@@ -717,6 +736,7 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
             compression=compression,
             topk=topk,
             error_feedback=error_feedback,
+            diagnostics=diagnostics,
             allreduce=allreduce,
             quantization_bits=quantization_bits,
             overlap=overlap,

@@ -10,6 +10,9 @@ ranks compute the next step's gradient, which therefore sees the weights without
 step before it (a delay of one step); an epoch ends with every step applied.
 On a single rank without compression the sum is the rank's own step, so each row's update
 goes to the weights directly (one compiled loop per epoch), with the same arithmetic.
+With ``diagnostics`` (and TopK), every step also measures the quantities of the TopK
+analysis (:mod:`sparcml_apps.diagnostics`): the largest ``gamma`` over the ranks and ``xi``,
+at the cost of one more exact allreduce a step; the model stays the same bit for bit.
 
 A step over ``G`` rows (all ranks together) applies the sum of their gradients times the
 learning rate at sample time ``t`` (rows seen so far), and shrinks the weights by the L2
@@ -27,6 +30,7 @@ import numpy as np
 import collectives
 from collectives import SparseVector, Stats
 
+from . import diagnostics as D
 from . import kernels as K
 
 
@@ -58,6 +62,7 @@ class Setup:
     compression: str | None = None
     topk: float = 0.01  # fraction of the coordinates (float) or a count (int)
     error_feedback: bool = True
+    diagnostics: bool = False  # record TopK's gamma and xi every step
     algorithm: str = "auto"
     quantization_bits: int | None = None
     overlap: bool = False
@@ -174,6 +179,8 @@ class Epoch:
     step_entries: int | None = None  # nonzeros of this rank's steps (None: never formed)
     sent_entries: int | None = None  # ... of what it sent of them (fewer with TopK)
     validation_score: float | None = None
+    gamma: list | None = None  # per step: the largest gamma over the ranks (diagnostics)
+    xi: list | None = None  # per step: xi of the ranks' TopKs (diagnostics)
 
     def as_dict(self):
         record = {k: v for k, v in self.__dict__.items() if k != "stats"}
@@ -194,9 +201,22 @@ class _Buffers:
         self.out_val = np.empty(largest * setup.n_out + setup.n_out)
 
 
+def _accumulated(vec, split, weights):
+    """The vector TopK is taken from, in float64: the residual before the step plus the
+    step's ``split`` weight entries (not the intercepts)."""
+    step_idx = vec.indices[:split].astype(np.int64)
+    if weights.residual is None or weights.n_support == 0:
+        return SparseVector(step_idx, vec.values[:split].astype(np.float64), vec.size, check=False)
+    indices = np.union1d(weights.support[: weights.n_support], step_idx)
+    values = weights.residual[indices]
+    values[np.searchsorted(indices, step_idx)] += vec.values[:split]
+    return SparseVector(indices, values, vec.size, check=False)
+
+
 def _compress(vec, setup, weights):
     """TopK of (residual + vec) over the weights; the residual keeps the rest (with error
-    feedback). The few intercept entries always travel."""
+    feedback). The few intercept entries always travel. Returns what to send and, with
+    diagnostics, the float64 vector TopK was taken from (else None)."""
     n_weights = setup.n_out * setup.n_features
     if weights.residual is None:
         weights.residual = np.zeros(n_weights)
@@ -204,6 +224,7 @@ def _compress(vec, setup, weights):
         weights.support = np.empty(n_weights, np.int64)
         weights.n_support = 0
     split = np.searchsorted(vec.indices, n_weights)
+    accumulated = _accumulated(vec, split, weights) if setup.diagnostics else None
     k = setup.k()
     out_idx = np.empty(k + vec.nnz - split, np.int64)
     out_val = np.empty(k + vec.nnz - split)
@@ -222,12 +243,49 @@ def _compress(vec, setup, weights):
     end = taken + vec.nnz - split
     out_idx[taken:end] = vec.indices[split:]
     out_val[taken:end] = vec.values[split:]
-    return SparseVector(
+    sent = SparseVector(
         out_idx[:end].astype(vec.indices.dtype),
         out_val[:end].astype(vec.values.dtype),
         vec.size,
         check=False,
     )
+    return sent, accumulated
+
+
+def _diagnose(accumulated, sent, setup, comm):
+    """``(gamma, xi)`` of one step, the same on every rank of ``comm``: the largest of the
+    ranks' ``||acc_p - sent_p|| / ||acc_p||``, and ``xi`` of their sums (one exact allreduce
+    of ``[acc_p | sent_p]``, not counted in the step's traffic, and one of the largest)."""
+    from mpi4py import MPI
+
+    n_weights = setup.n_out * setup.n_features
+    taken = np.searchsorted(sent.indices, n_weights)  # the intercepts come last
+    sent = SparseVector(
+        sent.indices[:taken], sent.values[:taken].astype(np.float64), n_weights, check=False
+    )
+    accumulated = SparseVector(accumulated.indices, accumulated.values, n_weights, check=False)
+    total = D.norm(accumulated)
+    mine = D.difference_norm(accumulated, sent) / total if total > 0 else 0.0
+    index_dtype = np.uint32 if 2 * n_weights < 2**32 else np.uint64
+    indices = np.concatenate([accumulated.indices, sent.indices.astype(np.int64) + n_weights])
+    both = SparseVector(
+        indices.astype(index_dtype),
+        np.concatenate([accumulated.values, sent.values]),
+        2 * n_weights,
+        check=False,
+    )
+    sums = collectives.allreduce(both, comm, out="sparse")
+    cut = np.searchsorted(sums.indices, n_weights)
+    sum_accumulated = SparseVector(sums.indices[:cut], sums.values[:cut], n_weights, check=False)
+    sum_sent = SparseVector(
+        sums.indices[cut:] - sums.indices.dtype.type(n_weights),
+        sums.values[cut:],
+        n_weights,
+        check=False,
+    )
+    largest = np.empty(1)
+    comm.Allreduce(np.array([mine]), largest, op=MPI.MAX)
+    return float(largest[0]), D.xi(sum_sent, sum_accumulated, setup.k())
 
 
 def _unsigned(array):
@@ -252,6 +310,8 @@ class _Epochs:
         self.pending = None  # with overlap: the last step's sum in flight, its rate and rows
         self.buffers = None if self.local else _Buffers(X, setup)
         self.index_dtype = np.uint32 if setup.size < 2**32 else np.uint64
+        self.diagnose = setup.diagnostics and setup.compression == "topk"
+        self.gamma, self.xi = [], []  # per step of the epoch, with diagnostics
 
     def run(self, order, stats):
         """One epoch over this rank's rows in ``order``; the rank's summed loss."""
@@ -279,6 +339,7 @@ class _Epochs:
         batch = self.setup.batch_size
         loss_sum = 0.0
         self.step_entries = self.sent_entries = 0
+        self.gamma, self.xi = [], []
         for step in range(self.steps):
             rows = order[step * batch : (step + 1) * batch]
             rows_in_step = int(np.clip(self.counts - step * batch, 0, batch).sum())
@@ -316,7 +377,11 @@ class _Epochs:
         )
         self.step_entries += vec.nnz
         if setup.compression == "topk":
-            vec = _compress(vec, setup, w)
+            vec, accumulated = _compress(vec, setup, w)
+            if accumulated is not None:
+                gamma, xi = _diagnose(accumulated, vec, setup, self.comm)
+                self.gamma.append(gamma)
+                self.xi.append(xi)
         self.sent_entries += vec.nnz
         options = dict(algorithm=setup.algorithm, stats=stats)
         if setup.quantization_bits:
@@ -416,6 +481,8 @@ def train(
             ),
             step_entries=None if epochs.local else epochs.step_entries,
             sent_entries=None if epochs.local else epochs.sent_entries,
+            gamma=epochs.gamma if epochs.diagnose else None,
+            xi=epochs.xi if epochs.diagnose else None,
         )
         history.append(record)
         if setup.verbose and rank == 0:
@@ -448,6 +515,8 @@ def _describe(record):
     )
     if record.validation_score is not None:
         line += f", validation score {record.validation_score:.5f}"
+    if record.gamma:
+        line += f", largest gamma {max(record.gamma):.4f}, largest xi {max(record.xi):.4f}"
     return line
 
 

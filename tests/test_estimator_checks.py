@@ -1,4 +1,5 @@
-"""scikit-learn's own compatibility suite over both estimators, exact and with TopK."""
+"""scikit-learn's own compatibility suite over both estimators, exact and with TopK (and
+its diagnostics)."""
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -23,6 +24,7 @@ SAME_AS_SGD = {
         SparseSGDRegressor(),
         SparseSGDClassifier(compression="topk"),
         SparseSGDRegressor(compression="topk"),
+        SparseSGDClassifier(compression="topk", diagnostics=True),
     ],
     expected_failed_checks=lambda estimator: SAME_AS_SGD,
 )

@@ -8,6 +8,7 @@ from scipy.special import expit
 from sklearn.datasets import load_svmlight_file, make_classification, make_regression
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 from testdata import LIBSVM, needs_a9a
+from topk_reference import sparse_problem
 
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
 from sparcml_apps.datasets import make_url_like
@@ -75,6 +76,42 @@ def test_topk_with_error_feedback_keeps_url_like_accuracy():
     for record in topk.comm_stats_:
         assert record["sent_entries"] < 0.5 * record["step_entries"]
     assert topk.score(Xt, yt) >= exact - 0.005
+
+
+@pytest.mark.parametrize(
+    ("estimator", "n_classes", "options"),
+    [
+        (SparseSGDClassifier, 2, {}),
+        (SparseSGDClassifier, 3, {"overlap": True, "quantization_bits": 4}),
+        (SparseSGDClassifier, 2, {"error_feedback": False, "topk": 0.02}),
+        (SparseSGDRegressor, 2, {"loss": "huber", "batch_size": 5}),
+    ],
+)
+def test_diagnostics_record_gamma_and_xi_and_change_nothing_else(estimator, n_classes, options):
+    X, y = sparse_problem(n_classes=n_classes)
+    options = (
+        dict(compression="topk", topk=6, batch_size=12, max_iter=3, tol=None, random_state=0)
+        | options
+    )
+    batch = options["batch_size"]
+    plain = estimator(**options).fit(X, y)
+    callback_records = []
+    watched = estimator(
+        diagnostics=True, callback=lambda est, record: callback_records.append(record), **options
+    ).fit(X, y)
+    assert watched.coef_.tobytes() == plain.coef_.tobytes()
+    assert watched.intercept_.tobytes() == plain.intercept_.tobytes()
+    assert callback_records == watched.comm_stats_
+    assert len(watched.comm_stats_) == 3
+    for record, without in zip(watched.comm_stats_, plain.comm_stats_, strict=True):
+        assert without["gamma"] is None and without["xi"] is None
+        assert len(record["gamma"]) == len(record["xi"]) == record["steps"] == -(-300 // batch)
+        # 0 for a step without gradient (hinge, every margin past 1) and nothing kept back
+        assert all(0 <= gamma < 1 for gamma in record["gamma"])
+        assert np.median(record["gamma"]) > 0.3  # TopK really drops entries
+        assert all(0 <= xi <= 1e-15 for xi in record["xi"])  # one rank: TopK of the sum
+        # the diagnostics' own allreduce is not counted in the step's traffic
+        assert record["allreduce_calls"] == without["allreduce_calls"] == record["steps"]
 
 
 def test_same_seed_same_model_bit_for_bit():
@@ -233,6 +270,12 @@ def test_bad_sample_weight_and_predict_width():
         ({"learning_rate": "constant", "eta0": 0}, "'eta0' parameter .* must be > 0"),
         ({"alpha": 0}, "'alpha' parameter .* must be > 0 with learning_rate='optimal'"),
         ({"comm": "world"}, "The 'comm' parameter of SparseSGDClassifier must be"),
+        ({"diagnostics": "yes"}, "The 'diagnostics' parameter of SparseSGDClassifier must be"),
+        (
+            {"diagnostics": True},
+            r"The 'diagnostics' parameter of SparseSGDClassifier needs compression='topk' "
+            r".*Got diagnostics=True with compression=None instead",
+        ),
     ],
 )
 def test_bad_parameters_are_named(params, message):

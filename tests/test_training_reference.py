@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import make_classification
+from topk_reference import reference_topk_fit, sparse_problem
 
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
 
@@ -218,3 +219,29 @@ def test_overlap_delays_each_gradient_by_one_step(data, batch, penalty, l1_ratio
     np.testing.assert_allclose(model.intercept_, [b], rtol=1e-12, atol=1e-14)
     undelayed = SparseSGDClassifier(**options).fit(X, y)
     assert not np.allclose(model.coef_, undelayed.coef_, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("error_feedback", "overlap"), [(True, False), (False, False), (True, True)]
+)
+def test_topk_diagnostics_follow_a_numpy_replay(error_feedback, overlap):
+    X, y = sparse_problem()
+    k, batch, epochs = 8, 8, 2
+    model = SparseSGDClassifier(
+        loss="log_loss", alpha=0.01, batch_size=batch, max_iter=epochs, tol=None,
+        shuffle=False, compression="topk", topk=k, error_feedback=error_feedback,
+        overlap=overlap, diagnostics=True, learning_rate="constant", eta0=0.05,
+    ).fit(X, y)  # fmt: skip
+    w, b, gammas, xis = reference_topk_fit(
+        [(X, y)], alpha=0.01, eta0=0.05, batch=batch, epochs=epochs, k=k,
+        intercept_decay=0.01, error_feedback=error_feedback, delayed=overlap,
+    )  # fmt: skip
+    np.testing.assert_allclose(model.coef_.ravel(), w, rtol=1e-9, atol=1e-14)
+    np.testing.assert_allclose(model.intercept_, [b], rtol=1e-9, atol=1e-14)
+    for record, gamma, xi in zip(model.comm_stats_, gammas, xis, strict=True):
+        assert len(record["gamma"]) == len(record["xi"]) == record["steps"] == len(gamma)
+        np.testing.assert_allclose(record["gamma"], gamma, rtol=1e-9, atol=0)
+        # one rank: the sum of the TopKs is the TopK of the sum
+        np.testing.assert_allclose(record["xi"], xi, rtol=0, atol=1e-15)
+    every_gamma = np.concatenate(gammas)
+    assert 0.3 < every_gamma.min() and every_gamma.max() < 1  # TopK really drops entries
