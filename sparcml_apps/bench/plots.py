@@ -79,7 +79,7 @@ def allreduce_times(records, path):
         mine = [r for r in records if (r["nprocs"], r["size"]) == (nprocs, size)]
         for name in dict.fromkeys(r["algorithm"] for r in mine):
             points = sorted(
-                (r["density"], r["least_seconds"] * 1e3) for r in mine if r["algorithm"] == name
+                (r["density"], r["best_seconds"] * 1e3) for r in mine if r["algorithm"] == name
             )
             ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name)
         ax.set_xscale("log")
