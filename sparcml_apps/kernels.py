@@ -443,13 +443,37 @@ def apply_l1_everywhere(params, state, v, l1_applied, offsets):
 
 
 @njit(cache=True, nogil=True)
+def kth_largest(values, k):
+    """The ``k``-th largest of ``values`` (1 <= k <= size), exactly; selects among the
+    values above a bound taken from a strided sample when that leaves at least ``k``."""
+    n = values.size
+    m = min(n, 4096)
+    wanted = 2 * (k * m // n) + 16  # sample entries above the bound: about 2k + 16 n/m overall
+    if wanted < m:
+        sample = values[:: n // m][:m].copy()
+        bound = np.partition(sample, m - wanted)[m - wanted]
+        count = 0
+        for i in range(n):
+            count += values[i] >= bound
+        if k <= count < n // 2:
+            candidates = np.empty(count)
+            c = 0
+            for i in range(n):
+                if values[i] >= bound:
+                    candidates[c] = values[i]
+                    c += 1
+            return np.partition(candidates, count - k)[count - k]
+    return np.partition(values, n - k)[n - k]
+
+
+@njit(cache=True, nogil=True)
 def topk(idx, val, k, residual, in_support, support, n_support, keep_rest, out_idx, out_val):
     """Add ``(idx, val)`` to ``residual`` and take out its ``k`` largest magnitudes.
 
     ``support[:n_support]`` lists the nonzeros of ``residual`` (flagged in ``in_support``).
-    The taken entries go to ``out_idx``/``out_val`` sorted by index and leave the residual;
-    without ``keep_rest`` the rest is dropped too. Ties at the k-th magnitude go to the
-    entries that entered the support first. Returns (entries taken, new ``n_support``).
+    The taken entries (nonzero ones only) go to ``out_idx``/``out_val`` sorted by index and
+    leave the residual; without ``keep_rest`` the rest is dropped too. Ties at the k-th
+    magnitude go to the entries that entered the support first. Returns (entries taken, new ``n_support``).
     """
     for e in range(idx.size):
         j = idx[e]
@@ -458,24 +482,25 @@ def topk(idx, val, k, residual, in_support, support, n_support, keep_rest, out_i
             in_support[j] = True
             support[n_support] = j
             n_support += 1
-    if n_support <= k:
-        taken = n_support
-        out_idx[:taken] = support[:taken]
-    else:
-        magnitude = np.empty(n_support)
-        for s in range(n_support):
-            magnitude[s] = abs(residual[support[s]])
-        threshold = np.partition(magnitude, n_support - k)[n_support - k]
-        taken = 0
-        for s in range(n_support):
-            if magnitude[s] > threshold:
-                out_idx[taken] = support[s]
-                taken += 1
+    # magnitude[s] of support[s]: -1 once taken; the rest stays where it is nonzero
+    magnitude = np.empty(n_support)
+    for s in range(n_support):
+        magnitude[s] = abs(residual[support[s]])
+    # the k-th largest magnitude; entries that are zero are never taken
+    threshold = 0.0 if n_support <= k else kth_largest(magnitude, k)
+    taken = 0
+    for s in range(n_support):
+        if magnitude[s] > threshold:
+            out_idx[taken] = support[s]
+            magnitude[s] = -1.0
+            taken += 1
+    if threshold > 0.0:
         for s in range(n_support):
             if taken == k:
                 break
             if magnitude[s] == threshold:
                 out_idx[taken] = support[s]
+                magnitude[s] = -1.0
                 taken += 1
     sort_keys(out_idx, taken, np.empty(taken, out_idx.dtype))
     for t in range(taken):
@@ -485,7 +510,7 @@ def topk(idx, val, k, residual, in_support, support, n_support, keep_rest, out_i
     kept = 0
     for s in range(n_support):
         j = support[s]
-        if residual[j] != 0.0 and keep_rest:
+        if keep_rest and magnitude[s] > 0.0:
             support[kept] = j
             kept += 1
         else:

@@ -3,10 +3,11 @@
 Every rank loads its share of the training and test rows (a dataset, or the seeded
 url-like data), then, for each method of ``--methods`` (a JSON list of ``{"name",
 "options"}``; ``options`` are estimator parameters, or ``{"sklearn": true}`` for
-scikit-learn's ``SGDClassifier`` on one rank), fits a fresh model one epoch at a time
-(``partial_fit``). An epoch is timed from a barrier to the slowest rank's end; between
-epochs, off the clock, the ranks score their test rows together. A method stops after
-``--epochs`` epochs, or after the epoch that passes ``--max-seconds``. Rank 0 prints one
+scikit-learn's ``SGDClassifier`` on one rank), fits a fresh model ``partial_fit`` by
+``partial_fit``: each epoch in ``--parts`` parts, each part a fit over the next block of
+the rank's rows (shuffled within it). A part is timed from a barrier to the slowest rank's
+end; between parts, off the clock, the ranks score their test rows together. A method
+stops after ``--epochs`` epochs, or after the part that passes ``--max-seconds``. Rank 0 prints one
 JSON record a method.
 """
 
@@ -59,44 +60,47 @@ def _model(method, args, comm):
 
 
 def run_method(method, args, comm, train, test, classes):
-    """Fit ``method`` epoch by epoch; its record (the same on every rank)."""
+    """Fit ``method`` part by part; its record (the same on every rank)."""
     X, y = train
     Xt, yt = test
     warm = _model(method, args, comm)  # load the compiled kernels before the clock starts
     warm.partial_fit(X[:64], y[:64], classes=classes)
     model = _model(method, args, comm)
-    epochs, seconds, sent, dense = [], 0.0, 0, 0
-    while len(epochs) < args.epochs and seconds <= args.max_seconds:
+    bounds = row_blocks(X.shape[0], args.parts)
+    parts = [(X[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    points, seconds, sent, dense = [], 0.0, 0, 0
+    while len(points) < args.epochs * args.parts and seconds <= args.max_seconds:
+        X_part, y_part = parts[len(points) % args.parts]
         comm.Barrier()
         begin = time.perf_counter()
-        model.partial_fit(X, y, classes=classes)
+        model.partial_fit(X_part, y_part, classes=classes)
         seconds += _largest(comm, time.perf_counter() - begin)
         stats = getattr(model, "comm_stats_", [{}])[-1]
         sent += _largest(comm, stats.get("allreduce_bytes_sent", 0))
-        dense = stats.get("dense_bytes", 0)
+        dense += stats.get("dense_bytes", 0)
         margins = model.decision_function(Xt) * yt if Xt.shape[0] else np.empty(0)
         lost, correct, rows = _sums(
             comm, [test_loss(args.loss, margins).sum(), np.sum(margins > 0), margins.size]
         )
-        epoch = {
-            "epoch": len(epochs) + 1,
+        point = {
+            "epoch": (len(points) + 1) / args.parts,
             "seconds": seconds,
             "bytes_sent": int(sent),
+            "dense_bytes": int(dense),
             "train_loss": stats.get("loss"),
             "test_loss": lost / rows,
             "accuracy": correct / rows,
         }
-        epoch.update({key: stats[key] for key in ("gamma", "xi") if stats.get(key) is not None})
-        epochs.append(epoch)
+        point.update({key: stats[key] for key in ("gamma", "xi") if stats.get(key) is not None})
+        points.append(point)
     return {
         "method": method["name"],
         "options": method["options"],
         "nprocs": comm.Get_size(),
         "batch_size": args.batch_size,
         "rows": int(_sums(comm, [X.shape[0]])[0]),
-        "dense_bytes_per_epoch": dense,
-        "epochs": epochs,
-        "capped": len(epochs) < args.epochs,
+        "epochs": points,
+        "capped": len(points) < args.epochs * args.parts,
     }
 
 
@@ -126,6 +130,7 @@ def main(argv=None):
     parser.add_argument("--rows", type=int, default=150_000, help="url-like rows, train and test")
     parser.add_argument("--features", type=int, default=3_231_961)
     parser.add_argument("--epochs", type=int, required=True)
+    parser.add_argument("--parts", type=int, default=1, help="fits (and scores) an epoch")
     parser.add_argument("--max-seconds", type=float, default=float("inf"))
     parser.add_argument("--batch-size", type=int, required=True)
     parser.add_argument("--loss", required=True)

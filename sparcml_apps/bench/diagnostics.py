@@ -21,7 +21,7 @@ def add_arguments(parser):
         "--rows", type=int, default=50_000, help="url-like rows, train and test (default: 50000)"
     )
     parser.add_argument(
-        "--features", type=int, default=3_231_961, help="url-like columns (default: 3231961)"
+        "--features", type=int, default=1_000_000, help="url-like columns (default: 1000000)"
     )
     parser.add_argument("--epochs", type=int, default=2, help="epochs (default: 2)")
     parser.add_argument(

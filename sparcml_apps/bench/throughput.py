@@ -117,7 +117,7 @@ def run(args):
                 "rows_per_second": args.epochs * args.rows / last["seconds"],
                 "accuracy": last["accuracy"],
                 "bytes_sent_per_rank": last["bytes_sent"],
-                "dense_bytes_per_rank": record["dense_bytes_per_epoch"] * args.epochs,
+                "dense_bytes_per_rank": last["dense_bytes"],
             }
         )
     baseline = records[0]["rows_per_second"]

@@ -2,12 +2,12 @@
 
 For every dataset (the url-like synthetic data, and any given), number of ranks P and
 network (shared memory, or emulated links of a rate: root only), every method fits
-``SparseSGDClassifier`` with the same loss, batch size per rank and seed, one epoch at a
-time, scored on the test rows between epochs (off the clock): exact sparse allreduce
+``SparseSGDClassifier`` with the same loss, batch size per rank and seed, a part of an
+epoch at a time, scored on the test rows between parts (off the clock): exact sparse allreduce
 (each algorithm and ``auto``), the same trainer over dense allreduce, TopK 1% and 0.1%
 with and without error feedback, 4-bit values, and scikit-learn's ``SGDClassifier`` (one
 process). The target accuracy is the best final accuracy of the dataset's runs less
-``--target-gap``; a method's time to target is its training time up to the first epoch
+``--target-gap``; a method's time to target is its training time up to the first part
 that reaches it. A dense run stopped by ``--max-seconds`` before the target sums the same
 steps as the exact one, so its time to target is estimated from its seconds an epoch and
 the epochs the exact run needed (marked "est."). Writes JSON, a Markdown table and, for
@@ -92,10 +92,16 @@ def add_arguments(parser):
         help=f"of: {'; '.join(METHODS)} (default: all)",
     )
     parser.add_argument(
+        "--parts",
+        type=int,
+        default=4,
+        help="fits an epoch, each over the next block of rows, scored after each (default: 4)",
+    )
+    parser.add_argument(
         "--max-seconds",
         type=float,
-        default=60.0,
-        help="a method stops after the epoch that passes this much training (default: 60)",
+        default=30.0,
+        help="a method stops after the part that passes this much training (default: 30)",
     )
     parser.add_argument(
         "--target-gap",
@@ -108,13 +114,14 @@ def add_arguments(parser):
 
 
 def ranks_options(
-    *, rows, features, epochs, batch_size, loss, test_fraction, max_seconds=None, dataset=None
-):
+    *, rows, features, epochs, batch_size, loss, test_fraction, max_seconds=None, parts=None,
+    dataset=None,
+):  # fmt: skip
     """The options of the ranks' module; ``dataset`` is ``TRAIN[,TEST]`` (None: url-like
     data of ``rows`` rows and ``features`` columns)."""
     options = {
         "rows": rows, "features": features, "epochs": epochs, "batch-size": batch_size,
-        "loss": loss, "test-fraction": test_fraction, "max-seconds": max_seconds,
+        "loss": loss, "test-fraction": test_fraction, "max-seconds": max_seconds, "parts": parts,
     }  # fmt: skip
     if dataset not in (None, "url-like"):
         train, _, test = dataset.partition(",")
@@ -165,7 +172,7 @@ def run(args):
         options = ranks_options(
             rows=args.rows, features=args.features, epochs=args.epochs,
             batch_size=args.batch_size, loss=args.loss, test_fraction=args.test_fraction,
-            max_seconds=args.max_seconds, dataset=dataset,
+            max_seconds=args.max_seconds, parts=args.parts, dataset=dataset,
         )  # fmt: skip
         for nprocs, network in cells(args):
             rate = None if network == "shm" else network
@@ -185,7 +192,7 @@ def _progress(record):
     last = record["epochs"][-1]
     return (
         f"{record['dataset']} P={record['nprocs']} {record['network']} {record['method']}: "
-        f"{last['epoch']} epochs, {last['seconds']:.1f} s, accuracy {last['accuracy']:.4f}"
+        f"{last['epoch']:g} epochs, {last['seconds']:.1f} s, accuracy {last['accuracy']:.4f}"
     )
 
 
@@ -225,9 +232,9 @@ def _ratio(numerator, denominator):
 def table(records):
     """The records as a Markdown table, speed and bytes against the dense allreduce."""
     lines = [
-        "| dataset | P | network | method | epochs | s/epoch | time to target (s) "
+        "| dataset | P | network | method | epochs | s/epoch | rows/s | time to target (s) "
         "| dense/this time | final accuracy | MB sent/rank | dense/this bytes |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
         last = r["epochs"][-1]
@@ -243,8 +250,9 @@ def table(records):
         sent_per_epoch = last["bytes_sent"] / last["epoch"]
         lines.append(
             f"| {r['dataset']} | {r['nprocs']} | {r['network']} | {r['method']} "
-            f"| {last['epoch']}{' (capped)' if r['capped'] else ''} "
-            f"| {last['seconds'] / last['epoch']:.2f} | {shown} "
+            f"| {last['epoch']:g}{' (capped)' if r['capped'] else ''} "
+            f"| {last['seconds'] / last['epoch']:.2f} "
+            f"| {r['rows'] * last['epoch'] / last['seconds']:,.0f} | {shown} "
             f"| {_ratio(dense_time, time) if r is not dense else ''} "
             f"| {last['accuracy']:.4f} | {last['bytes_sent'] / 1e6:.1f} "
             f"| {_ratio(dense_bytes, sent_per_epoch) if r is not dense else ''} |"
