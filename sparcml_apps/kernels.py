@@ -473,7 +473,8 @@ def topk(idx, val, k, residual, in_support, support, n_support, keep_rest, out_i
     ``support[:n_support]`` lists the nonzeros of ``residual`` (flagged in ``in_support``).
     The taken entries (nonzero ones only) go to ``out_idx``/``out_val`` sorted by index and
     leave the residual; without ``keep_rest`` the rest is dropped too. Ties at the k-th
-    magnitude go to the entries that entered the support first. Returns (entries taken, new ``n_support``).
+    magnitude go to the entries that entered the support first. Returns (entries taken,
+    new ``n_support``).
     """
     for e in range(idx.size):
         j = idx[e]

@@ -68,4 +68,3 @@ def test_accumulate_adds_at_offset():
     out = np.zeros(4)
     accumulate(np.array([10, 12, 12], np.uint32), np.array([1.0, 2.0, 3.0]), 10, out)
     np.testing.assert_array_equal(out, [1.0, 0.0, 5.0, 0.0])
-
