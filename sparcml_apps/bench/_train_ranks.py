@@ -107,10 +107,10 @@ def run_method(method, args, comm, train, test, classes):
 def _split(args, rank, size):
     """This rank's share of the train and test rows; with a held-out test part, the same
     rows are held out whatever the number of ranks."""
-    common = {"rows": args.rows, "features": args.features}
+    common = {"rows": args.rows, "features": args.features, "n_features": args.n_features}
     if args.test is not None:
         source = Source(args.dataset, **common)
-        test = Source(args.test, n_features=source.width(), **common)
+        test = Source(args.test, **{**common, "n_features": source.width()})
         return source.load(rank, size), test.load(rank, size)
     X, y = Source(args.dataset, **common).load(0, 1)
     cut = X.shape[0] - int(round(args.test_fraction * X.shape[0]))
@@ -129,6 +129,7 @@ def main(argv=None):
     parser.add_argument("--test-fraction", type=float, default=0.2)
     parser.add_argument("--rows", type=int, default=150_000, help="url-like rows, train and test")
     parser.add_argument("--features", type=int, default=3_231_961)
+    parser.add_argument("--n-features", type=int, default=None, help="columns of a file")
     parser.add_argument("--epochs", type=int, required=True)
     parser.add_argument("--parts", type=int, default=1, help="fits (and scores) an epoch")
     parser.add_argument("--max-seconds", type=float, default=float("inf"))

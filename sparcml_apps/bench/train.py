@@ -58,15 +58,20 @@ def add_arguments(parser):
         "held out); default: url-like",
     )
     parser.add_argument(
-        "--rows", type=int, default=150_000, help="url-like rows, train and test (default: 150000)"
+        "--rows", type=int, default=100_000, help="url-like rows, train and test (default: 100000)"
     )
     parser.add_argument(
         "--features", type=int, default=3_231_961, help="url-like columns (default: 3231961)"
     )
     parser.add_argument(
+        "--n-features",
+        type=int,
+        help="columns of the datasets given as files (catalogue names know theirs)",
+    )
+    parser.add_argument(
         "--test-fraction", type=float, default=0.2, help="rows held out (default: 0.2)"
     )
-    parser.add_argument("--epochs", type=int, default=4, help="epochs a method (default: 4)")
+    parser.add_argument("--epochs", type=int, default=3, help="epochs a method (default: 3)")
     parser.add_argument(
         "--batch-size", type=int, default=64, help="rows per rank a step (default: 64)"
     )
@@ -94,14 +99,14 @@ def add_arguments(parser):
     parser.add_argument(
         "--parts",
         type=int,
-        default=4,
-        help="fits an epoch, each over the next block of rows, scored after each (default: 4)",
+        default=3,
+        help="fits an epoch, each over the next block of rows, scored after each (default: 3)",
     )
     parser.add_argument(
         "--max-seconds",
         type=float,
-        default=30.0,
-        help="a method stops after the part that passes this much training (default: 30)",
+        default=20.0,
+        help="a method stops after the part that passes this much training (default: 20)",
     )
     parser.add_argument(
         "--target-gap",
@@ -115,7 +120,7 @@ def add_arguments(parser):
 
 def ranks_options(
     *, rows, features, epochs, batch_size, loss, test_fraction, max_seconds=None, parts=None,
-    dataset=None,
+    dataset=None, n_features=None,
 ):  # fmt: skip
     """The options of the ranks' module; ``dataset`` is ``TRAIN[,TEST]`` (None: url-like
     data of ``rows`` rows and ``features`` columns)."""
@@ -125,7 +130,7 @@ def ranks_options(
     }  # fmt: skip
     if dataset not in (None, "url-like"):
         train, _, test = dataset.partition(",")
-        options.update(dataset=train, test=test or None)
+        options.update({"dataset": train, "test": test or None, "n-features": n_features})
     return [
         item for key, value in options.items() if value is not None for item in (f"--{key}", value)
     ]
@@ -173,11 +178,12 @@ def run(args):
             rows=args.rows, features=args.features, epochs=args.epochs,
             batch_size=args.batch_size, loss=args.loss, test_fraction=args.test_fraction,
             max_seconds=args.max_seconds, parts=args.parts, dataset=dataset,
+            n_features=args.n_features,
         )  # fmt: skip
         for nprocs, network in cells(args):
             rate = None if network == "shm" else network
             for record in run_methods(nprocs, methods_at(nprocs, args.methods), options, rate=rate):
-                record.update(dataset=dataset, network=network)
+                record.update(dataset=_name(dataset), network=network)
                 records.append(record)
                 print(_progress(record), flush=True)
     summarize(records, args.target_gap)
@@ -276,5 +282,10 @@ def _draw(records, out):
         draw("curves", mine, out / name, f"{dataset}, P = {nprocs}, {network}")
 
 
+def _name(dataset):
+    """How the tables name ``TRAIN[,TEST]``: the training file's name."""
+    return Path(dataset.partition(",")[0]).name
+
+
 def _slug(text):
-    return "".join(c if c.isalnum() else "-" for c in Path(text.split(",")[0]).name)
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in text)
