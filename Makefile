@@ -33,7 +33,7 @@ B := --out $(RESULTS) $(if $(QUICK),--quick)
 A9A := $(wildcard ../shared/data/libsvm/a9a)
 COMMA := ,
 bench: $(VENV)/.installed-test,bench
-	$(BENCH) train $(B) $(if $(QUICK),,--datasets url-like $(if $(A9A),$(A9A)$(COMMA)$(A9A).t))
+	$(BENCH) train $(B) $(if $(QUICK),,--datasets url-like $(if $(A9A),$(A9A)$(COMMA)$(A9A).t --n-features 123))
 	$(BENCH) allreduce $(B)
 	$(BENCH) allreduce $(B) $(if $(QUICK),,--nprocs 4 --sizes 16777216 --densities 0.001 0.01) --rate 1gbit
 	$(BENCH) throughput $(B)

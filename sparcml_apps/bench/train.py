@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from .. import netem
+from ..train import Source
 from ._output import add_out_argument, draw, write
 
 RANKS_MODULE = "sparcml_apps.bench._train_ranks"
@@ -173,6 +174,9 @@ def run(args):
         if reason:
             print(f"skipping the {network} links: {reason}")
             args.networks = [n for n in args.networks if n != network]
+    for dataset in args.datasets:  # a dataset that cannot be read fails before any run
+        if dataset != "url-like":
+            Source(dataset.partition(",")[0], n_features=args.n_features).width()
     for dataset in args.datasets:
         options = ranks_options(
             rows=args.rows, features=args.features, epochs=args.epochs,
