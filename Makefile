@@ -32,14 +32,19 @@ BENCH := $(BIN)/python -m sparcml_apps.bench
 B := --out $(RESULTS) $(if $(QUICK),--quick)
 A9A := $(wildcard ../shared/data/libsvm/a9a)
 COMMA := ,
+CALIBRATED := $(RESULTS)/calibration.json
+CALIBRATED_1GBIT := $(RESULTS)/calibration-1gbit.json
 bench: $(VENV)/.installed-test,bench
 	$(BENCH) train $(B) $(if $(QUICK),,--datasets url-like $(if $(A9A),$(A9A)$(COMMA)$(A9A).t --n-features 123))
-	$(BENCH) allreduce $(B)
-	$(BENCH) allreduce $(B) $(if $(QUICK),,--nprocs 4 --sizes 16777216 --densities 0.001 0.01) --rate 1gbit
+	$(BENCH) calibrate --path $(CALIBRATED) $(if $(QUICK),--quick)
+	SPARCML_CALIBRATION=$(CALIBRATED) $(BENCH) allreduce $(B)
+	$(BENCH) calibrate --path $(CALIBRATED_1GBIT) --rate 1gbit --nprocs 4 $(if $(QUICK),--quick)
+	SPARCML_CALIBRATION=$(CALIBRATED_1GBIT) $(BENCH) allreduce $(B) --rate 1gbit \
+		$(if $(QUICK),,--nprocs 4 --sizes 16777216 --densities 0.001 0.01)
 	$(BENCH) throughput $(B)
 	$(BENCH) diagnostics $(B)
 	$(BENCH) overlap $(B)
-	$(BENCH) projection $(B)
+	$(BENCH) projection $(B) --calibration $(CALIBRATED_1GBIT)
 	$(BENCH) parse $(B)
 	$(if $(QUICK),,$(BIN)/python -m pytest -q -m bench)
 

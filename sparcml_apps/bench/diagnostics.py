@@ -32,8 +32,8 @@ def add_arguments(parser):
         "--topk",
         type=float,
         nargs="+",
-        default=[0.00001, 0.0001, 0.001, 0.01],
-        help="K as fractions of the weights (default: 0.00001 0.0001 0.001 0.01)",
+        default=[0.00001, 0.0001, 0.001, 0.003, 0.01],
+        help="K as fractions of the weights (default: 0.00001 0.0001 0.001 0.003 0.01)",
     )
     add_out_argument(parser)
     parser.add_argument("--quick", action="store_true", help="a small run of seconds")

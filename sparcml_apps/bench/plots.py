@@ -96,8 +96,8 @@ def allreduce_times(records, path):
 
 
 def diagnostics(records, path):
-    """gamma and xi against the step (one line a K, a running median over 25 steps) and
-    against K (median with the 10th to 90th percentiles)."""
+    """gamma and xi against the step (one line a K, a running mean over 25 steps) and
+    against K (median, with the 10th to 90th percentiles)."""
     import numpy as np
 
     plt = _pyplot()
@@ -111,8 +111,8 @@ def diagnostics(records, path):
     for ax, key in zip(axes[:2], ("gamma", "xi"), strict=True):
         ax.set_xlabel("step")
         ax.set_ylabel(key)
-        ax.set_yscale("log")
-        ax.grid(True, which="both", alpha=0.3)
+        ax.set_ylim(0, 1.02)
+        ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=7)
     ks = [r["topk"] for r in records]
     for key, marker in (("gamma", "o"), ("xi", "s")):
@@ -121,7 +121,7 @@ def diagnostics(records, path):
         )
         axes[2].errorbar(ks, mid, yerr=[mid - low, high - mid], marker=marker, capsize=3, label=key)
     axes[2].set_xscale("log")
-    axes[2].set_yscale("log")
+    axes[2].set_ylim(0, 1.02)
     axes[2].set_xlabel("K (fraction of the weights)")
     axes[2].grid(True, which="both", alpha=0.3)
     axes[2].legend(fontsize=8)

@@ -6,6 +6,9 @@ every rank holds ``batch_size`` rows' worth of nonzeros (an upper bound: popular
 repeat across rows). The constants are the cost model's (calibrated, or given here).
 """
 
+import json
+from pathlib import Path
+
 from collectives import ALGORITHMS, cost_model
 
 from ._output import add_out_argument, draw, write
@@ -20,19 +23,17 @@ DATASETS = {
 
 def add_arguments(parser):
     parser.add_argument(
-        "--alpha",
-        type=float,
-        default=cost_model.ALPHA,
-        help="seconds a message (default: %(default)s)",
+        "--calibration",
+        type=Path,
+        help="take alpha, beta and gamma from this calibration file (its record of the most "
+        "ranks; see the calibrate benchmark), unless given below",
     )
     parser.add_argument(
-        "--beta", type=float, default=cost_model.BETA, help="seconds a byte (default: %(default)s)"
+        "--alpha", type=float, help=f"seconds a message (default: {cost_model.ALPHA})"
     )
+    parser.add_argument("--beta", type=float, help=f"seconds a byte (default: {cost_model.BETA})")
     parser.add_argument(
-        "--gamma",
-        type=float,
-        default=cost_model.GAMMA,
-        help="seconds a merged entry (default: %(default)s)",
+        "--gamma", type=float, help=f"seconds a merged entry (default: {cost_model.GAMMA})"
     )
     parser.add_argument(
         "--batch-size", type=int, default=16, help="rows per rank per step (default: 16)"
@@ -84,7 +85,25 @@ def table(records):
     return "\n".join(lines)
 
 
+def constants(args):
+    """alpha, beta and gamma: given, else calibrated (``--calibration``), else the model's;
+    and where they came from."""
+    stored, source = {}, "the cost model's defaults"
+    if args.calibration is not None:
+        records = json.loads(args.calibration.read_text())
+        most = max(records, key=int)
+        stored = cost_model.stored(int(most), args.calibration)
+        source = f"calibrated on {most} ranks ({args.calibration})"
+    defaults = {"alpha": cost_model.ALPHA, "beta": cost_model.BETA, "gamma": cost_model.GAMMA}
+    for name, default in defaults.items():
+        if getattr(args, name) is None:
+            value = stored.get(name)
+            setattr(args, name, default if value is None else value)
+    return source
+
+
 def run(args):
+    source = constants(args)
     records = project(
         alpha=args.alpha,
         beta=args.beta,
@@ -92,11 +111,10 @@ def run(args):
         batch_size=args.batch_size,
         max_nprocs=args.max_nprocs,
     )
-    print(
-        f"alpha {args.alpha:g} s, beta {args.beta:g} s/byte, gamma {args.gamma:g} s/entry, "
-        f"{args.batch_size} rows per rank per step\n"
+    text = (
+        f"alpha {args.alpha:g} s, beta {args.beta:g} s/byte, gamma {args.gamma:g} s/entry "
+        f"({source}); {args.batch_size} rows per rank a step\n\n{table(records)}"
     )
-    text = table(records)
     print(text)
     write(args.out, "projection", records, text)
     draw("projection", records, args.out / "projection.png")
