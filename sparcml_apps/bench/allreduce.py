@@ -114,19 +114,25 @@ def table(records):
 
 
 def auto_summary(records, slack=0.10):
-    """How many cells ``auto`` ran within ``slack`` of the fastest fixed algorithm, by the
-    least time of each (other work on the machine only ever adds time)."""
+    """In how many cells ``auto`` came within ``slack`` of the fastest fixed algorithm: by
+    the least time of the algorithm it chose, and by its own least time (other work on the
+    machine only ever adds time; the two differ by the timing noise of separate calls)."""
     cells = {}
     for r in records:
         cells.setdefault((r["nprocs"], r["size"], r["density"]), []).append(r)
-    good = total = 0
+    chose = timed = total = 0
     for cell in cells.values():
-        auto = [r["best_seconds"] for r in cell if r["algorithm"] == "auto"]
-        fixed = [r["best_seconds"] for r in cell if r["algorithm"] in ALGORITHMS]
+        fixed = {r["algorithm"]: r["best_seconds"] for r in cell if r["algorithm"] in ALGORITHMS}
+        auto = [r for r in cell if r["algorithm"] == "auto"]
         if auto and fixed:
             total += 1
-            good += auto[0] <= (1 + slack) * min(fixed)
-    return f"auto within {slack:.0%} of the fastest fixed algorithm in {good} of {total} cells"
+            fastest = (1 + slack) * min(fixed.values())
+            chose += fixed.get(auto[0]["chosen"], float("inf")) <= fastest
+            timed += auto[0]["best_seconds"] <= fastest
+    return (
+        f"auto within {slack:.0%} of the fastest fixed algorithm: its choice in {chose} of "
+        f"{total} cells, its own timed calls in {timed} of {total}"
+    )
 
 
 def run(args):
