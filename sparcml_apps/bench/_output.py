@@ -4,6 +4,13 @@ import json
 from pathlib import Path
 
 
+def apply_quick(args, settings):
+    """With ``--quick``, replace the arguments named in ``settings`` by its values."""
+    if args.quick:
+        for key, value in settings.items():
+            setattr(args, key, value)
+
+
 def add_out_argument(parser):
     parser.add_argument(
         "--out",

@@ -13,7 +13,7 @@ import json
 from collectives import ALGORITHMS
 
 from .. import netem
-from ._output import add_out_argument, draw, write
+from ._output import add_out_argument, apply_quick, draw, write
 
 QUICK = {"sizes": [2**16], "densities": [0.001, 0.01], "nprocs": [2], "repeat": 3}
 
@@ -136,9 +136,7 @@ def auto_summary(records, slack=0.10):
 
 
 def run(args):
-    if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
+    apply_quick(args, QUICK)
     reason = netem.skip_reason(args.rate)  # a bad rate fails before anything starts
     if reason is not None:
         print(f"skipped: {reason}")

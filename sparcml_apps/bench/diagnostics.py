@@ -10,7 +10,7 @@ gamma < 1 and a bounded xi.
 
 import numpy as np
 
-from ._output import add_out_argument, draw, write
+from ._output import add_out_argument, apply_quick, draw, write
 from .train import ranks_options, run_methods
 
 QUICK = {"rows": 10_000, "features": 100_000, "epochs": 1, "nprocs": 2}
@@ -40,9 +40,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
+    apply_quick(args, QUICK)
     options = ranks_options(
         rows=args.rows, features=args.features, epochs=args.epochs,
         batch_size=args.batch_size, loss="log_loss", test_fraction=0.2,

@@ -6,7 +6,7 @@ epoch and test accuracy. ``overlap`` applies each step's sum one step late (the 
 a step misses the step before it), so its loss curve shows what the delay costs.
 """
 
-from ._output import add_out_argument, write
+from ._output import add_out_argument, apply_quick, write
 from .train import ranks_options, run_methods
 
 QUICK = {"rows": 20_000, "test_rows": 5_000, "epochs": 2, "nprocs": [2]}
@@ -33,9 +33,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
+    apply_quick(args, QUICK)
     options = ranks_options(
         rows=args.rows + args.test_rows, features=args.features, epochs=args.epochs,
         batch_size=args.batch_size, loss="log_loss",

@@ -10,7 +10,7 @@ import time
 
 from sklearn.linear_model import SGDClassifier
 
-from ._output import add_out_argument, write
+from ._output import add_out_argument, apply_quick, write
 from .train import ranks_options, run_methods
 
 QUICK = {"rows": 20_000, "test_rows": 5_000, "epochs": 2, "batch_sizes": [1, 16], "nprocs": [2]}
@@ -68,9 +68,7 @@ def _timed_fit(model, X, y, repeat):
 def run(args):
     from .. import SparseSGDClassifier
 
-    if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
+    apply_quick(args, QUICK)
     X, y, Xt, yt = url_like_split(args.rows, args.test_rows, args.features)
     common = dict(loss=args.loss, max_iter=args.epochs, tol=None, random_state=0)
     SparseSGDClassifier(**common).fit(X[:100], y[:100])  # compile the kernels first

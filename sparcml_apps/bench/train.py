@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import netem
 from ..train import Source
-from ._output import add_out_argument, draw, write
+from ._output import add_out_argument, apply_quick, draw, write
 
 RANKS_MODULE = "sparcml_apps.bench._train_ranks"
 METHODS = {
@@ -165,9 +165,7 @@ def methods_at(nprocs, chosen):
 
 
 def run(args):
-    if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
+    apply_quick(args, QUICK)
     records = []
     for network in args.networks:
         reason = None if network == "shm" else netem.skip_reason(network)
