@@ -7,8 +7,8 @@ scikit-learn's ``SGDClassifier`` on one rank), fits a fresh model ``partial_fit`
 ``partial_fit``: each epoch in ``--parts`` parts, each part a fit over the next block of
 the rank's rows (shuffled within it). A part is timed from a barrier to the slowest rank's
 end; between parts, off the clock, the ranks score their test rows together. A method
-stops after ``--epochs`` epochs, or after the part that passes ``--max-seconds``. Rank 0 prints one
-JSON record a method.
+stops after ``--epochs`` epochs, or after the part that passes ``--max-seconds``. Rank 0
+prints one JSON record a method.
 """
 
 import argparse
@@ -24,8 +24,8 @@ from sparcml_apps.spawn import row_blocks
 from sparcml_apps.train import Source
 
 
-def test_loss(loss, margins):
-    """Mean loss of the margins ``y * f(x)``: logistic, or hinge for every other loss."""
+def margin_loss(loss, margins):
+    """The loss of each margin ``y * f(x)``: logistic, or hinge for every other loss."""
     if loss == "log_loss":
         return np.logaddexp(0.0, -margins)
     return np.maximum(0.0, 1.0 - margins)
@@ -80,7 +80,7 @@ def run_method(method, args, comm, train, test, classes):
         dense += stats.get("dense_bytes", 0)
         margins = model.decision_function(Xt) * yt if Xt.shape[0] else np.empty(0)
         lost, correct, rows = _sums(
-            comm, [test_loss(args.loss, margins).sum(), np.sum(margins > 0), margins.size]
+            comm, [margin_loss(args.loss, margins).sum(), np.sum(margins > 0), margins.size]
         )
         point = {
             "epoch": (len(points) + 1) / args.parts,
