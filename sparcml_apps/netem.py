@@ -7,8 +7,9 @@ switch port. ``run_module`` starts a Python module on the ranks with ``mpiexec``
 crosses namespaces only over its TCP path (``MPIR_CVAR_NOLOCAL=1``, the ``ofi`` netmod,
 libfabric's ``tcp`` provider), and its launcher, hydra, starts the proxy of each host
 through a small script that enters that host's namespace (``-launcher ssh -launcher-exec``).
-Leaving the ``with`` block deletes every namespace, and so every link; so does a failed
-setup. Needs root, ``ip`` and ``tc``: :func:`unavailable` says what is missing.
+Leaving the ``with`` block deletes every namespace, and so every link; so do a failed
+setup and SIGTERM; namespaces that a run killed outright left behind are deleted by the
+next one. Needs root, ``ip`` and ``tc``: :func:`unavailable` says what is missing.
 
 Only bandwidth is emulated: veth links add no latency of their own.
 """
@@ -16,9 +17,11 @@ Only bandwidth is emulated: veth links add no latency of their own.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from . import _mpiexec
@@ -79,6 +82,31 @@ def skip_reason(rate):
     return unavailable()
 
 
+_OURS = re.compile(r"^sparcml(\d+)-(?:hub|r\d+)$")
+
+
+def remove_stale():
+    """Delete the namespaces that runs of processes no longer alive left behind (a run
+    killed outright cannot clean up after itself)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for name in (line.split()[0] for line in listed.splitlines() if line.strip()):
+        match = _OURS.match(name)
+        if match and not Path(f"/proc/{match.group(1)}").exists():
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def _exit_on_sigterm():
+    """Make SIGTERM unwind the stack (so ``with`` blocks clean up); the previous handler,
+    or None where handlers cannot be set (not the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def unwind(signum, frame):
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, unwind)
+
+
 def _ip(*args):
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
@@ -96,11 +124,14 @@ class EmulatedNetwork:
         self.hosts = [f"{SUBNET}.{rank + 1}" for rank in range(nprocs)]
         self._made = []
         self._folder = None
+        self._on_sigterm = None
 
     def __enter__(self):
         reason = unavailable()
         if reason is not None:
             raise PermissionError(reason)
+        remove_stale()
+        self._on_sigterm = _exit_on_sigterm()
         try:
             self._build()
         except BaseException:
@@ -150,6 +181,9 @@ class EmulatedNetwork:
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
+        if self._on_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+            self._on_sigterm = None
 
     def command(self, argv):
         """The command that runs ``argv`` on every rank, one rank per namespace."""

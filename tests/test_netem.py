@@ -50,3 +50,39 @@ def test_namespaces_are_removed_when_the_run_fails():
         with netem.EmulatedNetwork(2, "1gbit"):
             raise RuntimeError("inside")
     assert namespaces() == before
+
+
+HOLD = """
+import time
+from sparcml_apps import netem
+with netem.EmulatedNetwork(2, "1gbit"):
+    print("ready", flush=True)
+    time.sleep(60)
+"""
+
+
+def hold_links():
+    """A process that makes links and waits inside the ``with`` block; its namespaces."""
+    before = namespaces()
+    process = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    return process, namespaces() - before
+
+
+@needs_root
+def test_a_terminated_run_removes_its_namespaces():
+    process, made = hold_links()
+    assert len(made) == 3 and all(str(process.pid) in name for name in made)
+    process.terminate()
+    assert process.wait(timeout=30) != 0
+    assert not made & namespaces()
+
+
+@needs_root
+def test_namespaces_of_a_killed_run_are_removed_by_the_next():
+    process, made = hold_links()
+    process.kill()
+    process.wait(timeout=30)
+    assert made <= namespaces()  # killed outright: nothing ran to clean up
+    netem.remove_stale()
+    assert not made & namespaces()
