@@ -7,7 +7,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import thresholds
-from ._codec import Exact
+from ._codec import EXACT
 from ._kernels import accumulate, merge_add, merge_runs
 from ._vector import SparseVector
 from ._wire import displacements
@@ -16,7 +16,6 @@ from ._wire import displacements
 # phases of split_allgather
 _INDICES, _VALUES = 0, 1
 _RANGES, _REDUCED = 2, 4
-_EXACT = Exact()
 
 
 def split_bounds(size, nprocs):
@@ -26,8 +25,9 @@ def split_bounds(size, nprocs):
 
 def _start_send(wire, indices, values, dest, codec, key):
     """Start sending a sparse vector; the requests and the values as the receiver gets them."""
-    message, values = codec.encode(values, key)
-    return [wire.isend(indices, dest, _INDICES), wire.isend(message, dest, _VALUES)], values
+    message = codec.encode(values, key)
+    sends = [wire.isend(indices, dest, _INDICES), wire.isend(message, dest, _VALUES)]
+    return sends, codec.decode(message, values.dtype)
 
 
 def _send(wire, indices, values, dest, codec, key):
@@ -65,7 +65,7 @@ def recursive_double(wire, vec):
     folded = rank < 2 * extra
     if folded and rank % 2 == 0:
         yield from _send(wire, indices, values, rank + 1, wire.codec, (0, rank))
-        indices, values = yield from _receive(wire, rank + 1, vec, _EXACT)
+        indices, values = yield from _receive(wire, rank + 1, vec, EXACT)
         return SparseVector(indices, values, vec.size, check=False)
     if folded:
         got = yield from _receive(wire, rank - 1, vec, wire.codec)
@@ -82,7 +82,7 @@ def recursive_double(wire, vec):
         indices, values = merge_add(indices, values, *got)
         mask <<= 1
     if folded:
-        yield from _send(wire, indices, values, rank - 1, _EXACT, ())
+        yield from _send(wire, indices, values, rank - 1, EXACT, ())
     if indices is vec.indices:
         indices, values = indices.copy(), values.copy()
     return SparseVector(indices, values, vec.size, check=False)
@@ -122,7 +122,7 @@ def _swap_with_all(wire, outgoing, like, tag):
     encoded = {}  # a block sent to several ranks is encoded once
     for _, values in outgoing:
         if id(values) not in encoded:
-            encoded[id(values)] = wire.codec.encode(values, (tag, rank))[0]
+            encoded[id(values)] = wire.codec.encode(values, (tag, rank))
     outgoing = [(indices, encoded[id(values)]) for indices, values in outgoing]
     message_dtype = wire.codec.dtype(like.values.dtype)
     requests = []

@@ -45,7 +45,6 @@ class _Channel:
                 calibrated[:] = [found.get(name, np.nan) for name in cost_model.NAMES]
             except (ValueError, TypeError) as exc:  # the other ranks wait in Bcast
                 warnings.warn(f"{exc}; auto uses the default constants", stacklevel=2)
-                calibrated[:] = np.nan
         comm.Bcast(calibrated, root=0)
         self.calibrated = tuple(calibrated.tolist())
 

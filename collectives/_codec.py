@@ -1,8 +1,8 @@
 """How the values of a collective travel: as they are, or quantized.
 
-An algorithm hands the values it sends to ``encode``, which gives the message to send and
-the values the receivers will decode from it; the sender goes on with the latter, so every
-rank computes with the same numbers. Received messages go through ``decode``.
+An algorithm hands the values it sends to ``encode``, which gives the message to send;
+the sender goes on with what ``decode`` makes of that message, as the receivers do, so
+every rank computes with the same numbers.
 
 The rounding of quantized values is drawn from the call's seed and a ``key`` that names
 who holds the values: ranks that hold the same partial sum pass the same key and so round
@@ -24,9 +24,8 @@ class Exact:
         return np.dtype(value_dtype)
 
     def encode(self, values, key):
-        """The message for ``values`` (held by the ranks named by the integers ``key``), and
-        the values the receivers get from it."""
-        return values, values
+        """The message for ``values`` (held by the ranks named by the integers ``key``)."""
+        return values
 
     def decode(self, message, value_dtype):
         """The values of one message."""
@@ -50,14 +49,13 @@ class Quantizing(Exact):
     def encode(self, values, key):
         random = np.random.default_rng([*self.seed, *key])
         quantized = quantize(values, self.bits, bucket_size=self.bucket_size, random_state=random)
-        message = np.concatenate(
+        return np.concatenate(
             [
                 np.array([values.size], _HEADER).view(np.uint8),
                 quantized.norms.view(np.uint8),
                 quantized.codes,
             ]
         )
-        return message, dequantize(quantized)
 
     def decode(self, message, value_dtype):
         if message.size == 0:
@@ -76,3 +74,7 @@ class Quantizing(Exact):
         ]
         values = np.concatenate(blocks) if blocks else np.empty(0, value_dtype)
         return values, np.array([block.size for block in blocks], np.int64)
+
+
+EXACT = Exact()
+"""The codec of every call that does not quantize (it holds no state)."""

@@ -52,12 +52,6 @@ def _check_options(bits, bucket_size):
         raise ValueError(f"bucket_size must be at least 1, got {bucket_size}")
 
 
-def _generator(random_state):
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    return np.random.default_rng(random_state)
-
-
 def quantize(values, bits, *, bucket_size=BUCKET_SIZE, random_state):
     """Quantize the 1-D float ``values`` to ``bits`` (2, 4 or 8) bits each, unbiased.
 
@@ -67,7 +61,7 @@ def quantize(values, bits, *, bucket_size=BUCKET_SIZE, random_state):
     """
     values = check_values(values)
     _check_options(bits, bucket_size)
-    uniforms = _generator(random_state).random(values.size, dtype=np.float32)
+    uniforms = np.random.default_rng(random_state).random(values.size, dtype=np.float32)
     buckets = -(-values.size // bucket_size)
     codes = np.zeros(-(-values.size * bits // 8), np.uint8)
     norms = np.empty(buckets, values.dtype)

@@ -11,7 +11,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import thresholds
-from ._codec import Exact
+from ._codec import EXACT
 
 _MPI_TYPES = {
     np.dtype(np.float32): MPI.FLOAT,
@@ -69,7 +69,7 @@ class Wire:
 
     def __init__(self, comm, *, blocking, sequence=0, codec=None):
         self.comm = comm
-        self.codec = Exact() if codec is None else codec
+        self.codec = EXACT if codec is None else codec
         self.size = comm.Get_size()
         self.rank = comm.Get_rank()
         self.blocking = blocking
@@ -122,26 +122,6 @@ class Wire:
         self.bytes_sent += own * (self.size - 1)
         self.bytes_received += others
         self.messages += self.size - 1
-
-    def alltoall(self, sendbuf, recvbuf):
-        """Send block ``r`` of ``sendbuf`` to rank ``r``; equal blocks."""
-        block = sendbuf.nbytes // self.size
-        self.bytes_sent += block * (self.size - 1)
-        self.bytes_received += block * (self.size - 1)
-        self.messages += self.size - 1
-        return self._call(self.comm.Alltoall, self.comm.Ialltoall, sendbuf, recvbuf)
-
-    def alltoallv(self, sendbuf, sendcounts, recvbuf, recvcounts):
-        """Send ``sendcounts[r]`` items to rank ``r``, receive ``recvcounts[r]`` from it."""
-        item = sendbuf.itemsize
-        own = int(sendcounts[self.rank])
-        self.bytes_sent += (int(sendcounts.sum()) - own) * item
-        self.bytes_received += (int(recvcounts.sum()) - int(recvcounts[self.rank])) * item
-        self.messages += self.size - 1
-        datatype = mpi_type(sendbuf.dtype)
-        send = [sendbuf, (sendcounts, displacements(sendcounts)), datatype]
-        recv = [recvbuf, (recvcounts, displacements(recvcounts)), datatype]
-        return self._call(self.comm.Alltoallv, self.comm.Ialltoallv, send, recv)
 
     def isend(self, buf, dest, tag):
         """Start sending ``buf`` to ``dest``."""

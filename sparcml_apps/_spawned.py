@@ -45,7 +45,7 @@ def main():
         collectives.check(error, world)
         estimator.comm = world
         getattr(estimator, method)(X, y, sample_weight=sample_weight, **kwargs)
-        result = ("ok", {k: v for k, v in estimator.__dict__.items() if k != "comm"})
+        result = ("ok", estimator._fitted_state())
     except collectives.RankError as exc:
         result = ("error", (exc.rank, exc.message))
     except Exception as exc:  # noqa: BLE001 - sent to the parent

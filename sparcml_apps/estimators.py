@@ -405,6 +405,18 @@ class _SparseSGD(BaseEstimator):
         validation = (X[held], y[held], row_weight[held])
         return X[kept], y[kept], row_weight[kept], validation
 
+    def _detached(self):
+        """A bare copy to send to other processes: the same parameters and state, with no
+        communicator or processes of its own."""
+        child = self.__class__.__new__(self.__class__)
+        child.__dict__.update(self.__dict__)
+        child.n_jobs = child.comm = None
+        return child
+
+    def _fitted_state(self):
+        """What fitting adds: the attributes ending in ``_`` and the training state."""
+        return {k: v for k, v in self.__dict__.items() if k.endswith("_") or k == "_weights"}
+
     def _report_to_callback(self, record, weights):
         self.coef_, self.intercept_ = weights.coef(), weights.intercept.copy()
         self.callback(self, record.as_dict())

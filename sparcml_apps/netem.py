@@ -25,7 +25,6 @@ import threading
 from pathlib import Path
 
 from . import _mpiexec
-from ._mpiexec import mpiexec, run
 
 SUBNET = "10.213.0"
 MPI_OVER_TCP = {
@@ -149,11 +148,8 @@ class EmulatedNetwork:
 
     def _shape(self, namespace, device):
         _ip("-n", namespace, "link", "set", device, "up")
-        subprocess.run(
-            ["ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", device, "root",
-             "tbf", "rate", self.rate, "burst", str(self.burst), "latency", "100ms"],
-            check=True, capture_output=True, text=True,
-        )  # fmt: skip
+        _ip("netns", "exec", namespace, "tc", "qdisc", "add", "dev", device, "root",
+            "tbf", "rate", self.rate, "burst", str(self.burst), "latency", "100ms")  # fmt: skip
 
     def _build(self):
         self._namespace(self.hub)
@@ -188,7 +184,7 @@ class EmulatedNetwork:
     def command(self, argv):
         """The command that runs ``argv`` on every rank, one rank per namespace."""
         return [
-            "ip", "netns", "exec", f"{self.prefix}0", mpiexec(),
+            "ip", "netns", "exec", f"{self.prefix}0", _mpiexec.mpiexec(),
             "-launcher", "ssh", "-launcher-exec", str(self.launcher), "-iface", "eth0",
             "-hosts", ",".join(self.hosts), "-ppn", "1", "-n", str(self.nprocs), *argv,
         ]  # fmt: skip
@@ -196,7 +192,8 @@ class EmulatedNetwork:
     def run(self, argv, *, env=None, timeout=None):
         """Run ``argv`` on the ranks; the completed process (output captured). On a timeout
         every process is killed and ``subprocess.TimeoutExpired`` raised."""
-        return run(self.command(argv), env={**MPI_OVER_TCP, **(env or {})}, timeout=timeout)
+        environment = {**MPI_OVER_TCP, **(env or {})}
+        return _mpiexec.run(self.command(argv), env=environment, timeout=timeout)
 
     def run_module(self, module, args=(), *, env=None, timeout=None):
         """Run ``python -m module args`` on the ranks, as :meth:`run`."""

@@ -51,9 +51,7 @@ def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
     if not sp.issparse(X):
         X = sp.csr_matrix(X)
     n_jobs = estimator.n_jobs
-    child = estimator.__class__.__new__(estimator.__class__)
-    child.__dict__.update(estimator.__dict__)
-    child.n_jobs = None
+    child = estimator._detached()
     try:  # fail here, before any process starts, on what cannot travel
         pickle.dumps((child, method, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:
@@ -82,7 +80,5 @@ def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
     if outcome == "error":
         rank, message = payload
         raise collectives.RankError(rank, message)
-    estimator.__dict__.update(
-        {k: v for k, v in payload.items() if k.endswith("_") or k == "_weights"}
-    )
+    estimator.__dict__.update(payload)
     return estimator

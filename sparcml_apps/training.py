@@ -205,7 +205,7 @@ def _accumulated(vec, split, weights):
     """The vector TopK is taken from, in float64: the residual before the step plus the
     step's ``split`` weight entries (not the intercepts)."""
     step_idx = vec.indices[:split].astype(np.int64)
-    if weights.residual is None or weights.n_support == 0:
+    if weights.n_support == 0:
         return SparseVector(step_idx, vec.values[:split].astype(np.float64), vec.size, check=False)
     indices = np.union1d(weights.support[: weights.n_support], step_idx)
     values = weights.residual[indices]

@@ -7,18 +7,13 @@ a step misses the step before it), so its loss curve shows what the delay costs.
 """
 
 from ._output import add_out_argument, apply_quick, write
-from .train import ranks_options, run_methods
+from .train import add_url_like_arguments, run_methods, url_like_options
 
 QUICK = {"rows": 20_000, "test_rows": 5_000, "epochs": 2, "nprocs": [2]}
 
 
 def add_arguments(parser):
-    parser.add_argument("--rows", type=int, default=200_000, help="training rows (default: 200000)")
-    parser.add_argument("--test-rows", type=int, default=50_000, help="test rows (default: 50000)")
-    parser.add_argument(
-        "--features", type=int, default=3_231_961, help="columns, as url (default: 3231961)"
-    )
-    parser.add_argument("--epochs", type=int, default=5, help="epochs (default: 5)")
+    add_url_like_arguments(parser, rows=200_000, test_rows=50_000, epochs=5)
     parser.add_argument(
         "--batch-size", type=int, default=64, help="rows per rank a step (default: 64)"
     )
@@ -34,11 +29,7 @@ def add_arguments(parser):
 
 def run(args):
     apply_quick(args, QUICK)
-    options = ranks_options(
-        rows=args.rows + args.test_rows, features=args.features, epochs=args.epochs,
-        batch_size=args.batch_size, loss="log_loss",
-        test_fraction=args.test_rows / (args.rows + args.test_rows),
-    )  # fmt: skip
+    options = url_like_options(args, batch_size=args.batch_size, loss="log_loss")
     methods = {
         f"overlap {overlap}, bits {bits}": {"overlap": overlap, "quantization_bits": bits}
         for overlap in (False, True)

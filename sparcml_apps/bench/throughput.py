@@ -11,18 +11,13 @@ import time
 from sklearn.linear_model import SGDClassifier
 
 from ._output import add_out_argument, apply_quick, write
-from .train import ranks_options, run_methods
+from .train import add_url_like_arguments, run_methods, url_like_options
 
 QUICK = {"rows": 20_000, "test_rows": 5_000, "epochs": 2, "batch_sizes": [1, 16], "nprocs": [2]}
 
 
 def add_arguments(parser):
-    parser.add_argument("--rows", type=int, default=300_000, help="training rows (default: 300000)")
-    parser.add_argument("--test-rows", type=int, default=60_000, help="test rows (default: 60000)")
-    parser.add_argument(
-        "--features", type=int, default=3_231_961, help="columns, as url (default: 3231961)"
-    )
-    parser.add_argument("--epochs", type=int, default=5, help="epochs (default: 5)")
+    add_url_like_arguments(parser, rows=300_000, test_rows=60_000, epochs=5)
     parser.add_argument(
         "--loss", default="log_loss", choices=["log_loss", "hinge"], help="loss (default: log_loss)"
     )
@@ -98,11 +93,7 @@ def run(args):
                 "accuracy": model.score(Xt, yt),
             }
         )
-    options = ranks_options(
-        rows=args.rows + args.test_rows, features=args.features, epochs=args.epochs,
-        batch_size=16, loss=args.loss,
-        test_fraction=args.test_rows / (args.rows + args.test_rows),
-    )  # fmt: skip
+    options = url_like_options(args, batch_size=16, loss=args.loss)
     for nprocs in args.nprocs:
         (record,) = run_methods(nprocs, {"exact": {}}, options)
         last = record["epochs"][-1]

@@ -137,6 +137,27 @@ def ranks_options(
     ]
 
 
+def add_url_like_arguments(parser, *, rows, test_rows, epochs):
+    """The url-like data's --rows (to train), --test-rows, --features, and --epochs."""
+    parser.add_argument("--rows", type=int, default=rows, help=f"training rows (default: {rows})")
+    parser.add_argument(
+        "--test-rows", type=int, default=test_rows, help=f"test rows (default: {test_rows})"
+    )
+    parser.add_argument(
+        "--features", type=int, default=3_231_961, help="columns, as url (default: 3231961)"
+    )
+    parser.add_argument("--epochs", type=int, default=epochs, help=f"epochs (default: {epochs})")
+
+
+def url_like_options(args, *, batch_size, loss):
+    """The ranks' module options for the arguments of :func:`add_url_like_arguments`."""
+    total = args.rows + args.test_rows
+    return ranks_options(
+        rows=total, features=args.features, epochs=args.epochs, batch_size=batch_size,
+        loss=loss, test_fraction=args.test_rows / total,
+    )  # fmt: skip
+
+
 def run_methods(nprocs, methods, options, *, rate=None, timeout=3600):
     """Run ``methods`` (names to estimator options) on ``nprocs`` ranks, over links of
     ``rate`` if given, with the ranks' module ``options``; a record a method."""

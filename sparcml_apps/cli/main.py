@@ -154,8 +154,9 @@ def _without_ranks(argv):
 
 
 def _rank():
-    mpi = sys.modules.get("mpi4py.MPI")
-    return mpi.COMM_WORLD.Get_rank() if mpi and mpi.Is_initialized() else 0
+    from ..cluster._bootstrap import describe_worker
+
+    return (describe_worker() or (0, 1))[0]
 
 
 if __name__ == "__main__":

@@ -49,9 +49,7 @@ def _fit_on_workers(client, ranks, estimator, method, arrays, layout, kwargs):
     _wait_for_chunks(client, list(futures.values()), ranks)
     owners = _owners(client, arrays[0], ranks)
     blocks = [[[futures[k] for k in _row_keys(a, rows)] for a in arrays] for rows in owners]
-    child = estimator.__class__.__new__(estimator.__class__)
-    child.__dict__.update(estimator.__dict__)
-    child.n_jobs = child.comm = None
+    child = estimator._detached()
     reporter = next((i for i, rows in enumerate(owners) if rows), 0)
     addresses = list(ranks)
     tasks = [
@@ -187,8 +185,6 @@ def _watch(client, futures, ranks, doing):
             gone = _gone(client, ranks, doing)
             if gone:
                 address = gone[0]
-                if doing == "training":
-                    mark_stuck()
                 raise collectives.RankError(
                     ranks[address],
                     f"the Dask worker {address} (MPI rank {ranks[address]}) left the cluster "
@@ -213,7 +209,11 @@ def _gone(client, ranks, doing):
 def _result(client, tasks, ranks, reporter):
     """The reporter's fitted state; else the first failure (the failing rank's own error
     in preference to the others' RankError)."""
-    _watch(client, tasks, ranks, "training")
+    try:
+        _watch(client, tasks, ranks, "training")
+    except collectives.RankError:  # a worker left: the others are stuck in a collective
+        mark_stuck()
+        raise
     failed = [task for task in tasks if task.status == "error"]
     if failed:
         deadline = time.monotonic() + 10 * POLL_SECONDS
@@ -257,4 +257,4 @@ def _train(estimator, method, world_ranks, xs, ys, ws=None, *, layout, report, k
     )
     if not report:
         return None
-    return {k: v for k, v in estimator.__dict__.items() if k.endswith("_") or k == "_weights"}
+    return estimator._fitted_state()

@@ -7,8 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._cache import is_cache, read_manifest
-from ._catalog import read_catalog
-from ._shards import shard
+from ._shards import catalogue_of, shard
 
 
 def from_shards(load, n_chunks, n_features, *, dtype=np.float64, name="shard"):
@@ -74,12 +73,7 @@ def _width(name_or_path, n_features, data_home, catalog):
                 "sees only its rows"
             )
         return n_features
-    cat = catalog if hasattr(catalog, "datasets") else read_catalog(catalog)
-    if str(name_or_path) not in cat.datasets:
-        raise FileNotFoundError(
-            f"{name_or_path}: expected a file, a CSR cache directory or a dataset of the "
-            f"catalogue {cat.source}; found none of them"
-        )
+    cat = catalogue_of(name_or_path, catalog)
     return cat[str(name_or_path)].n_features if n_features is None else n_features
 
 

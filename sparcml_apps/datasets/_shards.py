@@ -14,6 +14,18 @@ from ._load import to_csr
 from ._svmlight import read_all
 
 
+def catalogue_of(name, catalog=None):
+    """The catalogue (``catalog``: one read already, a path, or None for the shipped one)
+    that holds the dataset ``name``, which is not a file; FileNotFoundError if it does not."""
+    cat = catalog if hasattr(catalog, "datasets") else read_catalog(catalog)
+    if str(name) not in cat.datasets:
+        raise FileNotFoundError(
+            f"{name}: expected a file, a CSR cache directory or a dataset of the "
+            f"catalogue {cat.source}; found none of them"
+        )
+    return cat
+
+
 def shard(name_or_path, rank, size, n_features=None, *, data_home=None, catalog=None):
     """``(X, y)``: the rows of share ``rank`` of ``size`` of a dataset, in file order.
 
@@ -38,12 +50,7 @@ def shard(name_or_path, rank, size, n_features=None, *, data_home=None, catalog=
         raise ValueError(f"rank must be an integer in [0, {size}); got {rank!r}")
     path = Path(name_or_path)
     if not path.exists():
-        cat = catalog if hasattr(catalog, "datasets") else read_catalog(catalog)
-        if str(name_or_path) not in cat.datasets:
-            raise FileNotFoundError(
-                f"{name_or_path}: expected a file, a CSR cache directory or a dataset of the "
-                f"catalogue {cat.source}; found none of them"
-            )
+        cat = catalogue_of(name_or_path, catalog)
         path = convert(str(name_or_path), data_home=data_home, catalog=cat, progress=False)
     if is_cache(path):
         return _cache_shard(path, rank, size, n_features)
