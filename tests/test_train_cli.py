@@ -126,6 +126,10 @@ def test_command_line_errors(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--ranks", "2", "--dask"])
     assert "--ranks takes a positive count, and not with --dask" in capsys.readouterr().err
+    # an abbreviation of --ranks would survive into the ranks' command line
+    with pytest.raises(SystemExit):
+        main(["train", "--rank", "2"])
+    assert "unrecognized arguments: --rank 2" in capsys.readouterr().err
 
 
 def test_bench_goes_to_the_benchmarks(capsys):

@@ -19,6 +19,9 @@ def build_parser():
         "(every rank of an mpiexec job, --ranks N local ones, or the workers of a Dask "
         "cluster with --dask); print a progress table; write the model and the metrics.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        # --ranks is taken out of the ranks' own command line by its full spelling, so an
+        # abbreviation (--rank 4) would start every rank's ranks again
+        allow_abbrev=False,
     )
     add_train_arguments(train)
     commands.add_parser(
