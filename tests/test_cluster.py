@@ -1,22 +1,17 @@
 """Dask without mpiexec: load_dask against the readers, fit on a one-worker cluster in this
 process against the in-process fit, and the errors of clusters that cannot train."""
 
-from pathlib import Path
-
 import dask
 import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from distributed import Client, LocalCluster
+from testdata import LIBSVM, needs_a9a
 
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
 from sparcml_apps.datasets import convert_svmlight, load_dask, load_svmlight
 
-LIBSVM = Path(__file__).resolve().parents[2] / "shared" / "data" / "libsvm"
-needs_a9a = pytest.mark.skipif(
-    not (LIBSVM / "a9a").exists(), reason=f"the a9a files are not in {LIBSVM}"
-)
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 
 

@@ -10,13 +10,10 @@ import numpy as np
 import pytest
 from mpirun import MPI_ENV, MPIEXEC, run_mpi
 from sklearn.datasets import load_svmlight_file
+from testdata import LIBSVM, needs_a9a
 
 from sparcml_apps import SparseSGDClassifier
 
-LIBSVM = Path(__file__).resolve().parents[2] / "shared" / "data" / "libsvm"
-needs_a9a = pytest.mark.skipif(
-    not (LIBSVM / "a9a").exists(), reason=f"the a9a files are not in {LIBSVM}"
-)
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 
 

@@ -10,13 +10,13 @@ import joblib
 import numpy as np
 import pytest
 from mpirun import MPI_ENV, run_mpi
+from testdata import LIBSVM, needs_a9a
 
 from sparcml_apps.cli.main import main
 from sparcml_apps.train import Source
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-LIBSVM = Path(__file__).resolve().parents[2] / "shared" / "data" / "libsvm"
 SMALL = ["--rows", "6000", "--features", "50000", "--nnz-per-row", "40", "--epochs", "2"]
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 
@@ -78,7 +78,7 @@ def broken_copy(tmp_path, line):
     return path, line - first + 1
 
 
-@pytest.mark.skipif(not (LIBSVM / "a9a").exists(), reason=f"a9a is not in {LIBSVM}")
+@needs_a9a
 def test_a_malformed_shard_fails_every_rank(tmp_path):
     broken, line = broken_copy(tmp_path, 3000)  # in the bytes of rank 1 of 2
     arguments = ["train", "--dataset", broken, "--n-features", "123", *outputs(tmp_path)]
@@ -108,7 +108,7 @@ def test_dask_in_one_mpiexec_job(tmp_path):
     assert "test accuracy" in result.stdout[1]
 
 
-@pytest.mark.skipif(not (LIBSVM / "a9a").exists(), reason=f"a9a is not in {LIBSVM}")
+@needs_a9a
 def test_dask_reports_a_malformed_chunk_and_the_job_ends(tmp_path):
     broken, _ = broken_copy(tmp_path, 3000)
     arguments = ["train", "--dask", "--dataset", broken, "--n-features", "123"]
