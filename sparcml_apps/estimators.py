@@ -572,7 +572,8 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     """Linear classifiers (SVM, logistic regression, ...) by SGD over sparse allreduce.
 
     The parameters shared with :class:`sklearn.linear_model.SGDClassifier` mean what they
-    mean there; a step uses ``batch_size`` rows of every rank. Own parameters:
+    mean there, but for the differences the README lists ("Where the meaning differs from
+    scikit-learn's"); a step uses ``batch_size`` rows of every rank. Own parameters:
 
     batch_size : int, default=16
         Rows per rank per step. A step applies the summed gradient of all ranks' rows.
