@@ -29,7 +29,7 @@ def _sums(values, comm):
     return collectives.allreduce(np.asarray(values, np.float64), comm, algorithm="dense")
 
 
-def shares(counts, n_draws):
+def _shares(counts, n_draws):
     """``n_draws`` shared over ``counts`` in proportion: the floors, then one more to the
     largest remainders (ties to the lower index), as scikit-learn's stratified split."""
     exact = counts * n_draws / counts.sum()
@@ -39,11 +39,11 @@ def shares(counts, n_draws):
     return share
 
 
-def held_counts(counts, fraction):
+def _held_counts(counts, fraction):
     """Rows to hold out per stratum of ``counts`` rows: ``ceil(fraction * n)`` in all."""
     total = int(counts.sum())
     n_held = min(math.ceil(fraction * total), total)
-    return counts - shares(counts, total - n_held) if total else counts
+    return counts - _shares(counts, total - n_held) if total else counts
 
 
 def _thresholds(keys, strata, wanted, comm):
@@ -69,7 +69,7 @@ def held_out(strata, n_strata, fraction, seed, comm):
     rows = comm.allgather(strata.size)
     keys = _keys(sum(rows[: comm.Get_rank()]), strata.size, seed)
     counts = _sums(np.bincount(strata, minlength=n_strata), comm).astype(np.int64)
-    held = held_counts(counts, fraction)
+    held = _held_counts(counts, fraction)
     n_rows, n_held = int(counts.sum()), int(held.sum())
     if n_held == 0 or n_held == n_rows:
         raise ValueError(
