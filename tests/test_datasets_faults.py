@@ -123,6 +123,8 @@ def test_a_fault_leaves_the_good_file_or_none(site, monkeypatch, fault, start, n
             assert target.stat().st_mtime_ns == before  # not even rewritten
     else:
         assert not target.exists()
+        with pytest.raises(FileNotFoundError, match="is not downloaded"):
+            datasets.convert(name, download=False, progress=False, **options)
     # nothing else bears the file's name: a partial download is a .part, and only that
     others = {p.name for p in target.parent.iterdir()} - {file, f"{file}.lock"}
     assert others <= {f"{file}.part"}, others

@@ -164,6 +164,32 @@ def test_a_wrong_record_is_named_and_forgotten(capsys, site):
     assert entries(site)["unpub.bz2"]["sha256"] == site.sha
 
 
+def test_load_parses_a_first_download_once(site, monkeypatch):
+    """Without a published checksum, the check of the download is its conversion."""
+    parses = []
+    real = _api.iter_pieces
+
+    def counted(*args, **kwargs):
+        parses.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_api, "iter_pieces", counted)
+    with pytest.warns(UserWarning, match=f"recorded sha256 {site.sha}"):
+        X, y = datasets.load("unpub", **options(site))
+    X_ref, y_ref = load_svmlight_file(str(libsvm_dir() / "a9a"), zero_based=False)
+    assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref)
+    assert parses == [f"{site.server.url}unpub.bz2"]
+    manifest = json.loads((site.home / "csr" / "unpub" / "manifest.json").read_text())
+    assert manifest["source_checksum"] == f"sha256:{site.sha}"
+    assert entries(site)["unpub.bz2"] == {"sha256": site.sha, "url": parses[0]}
+    assert sha256(site.home / "downloads" / "unpub.bz2") == site.sha
+    # a bad first download through load is refused all the same, leaving no cache
+    site.server.script["pub.bz2"] = [("body", HTML)]
+    with pytest.raises(ChecksumError, match="the server sent an HTML page"):
+        datasets.load("pub", **options(site))
+    assert not (site.home / "csr" / "pub").exists()
+
+
 # a file on disk is verified; a cache records what it was made from
 
 

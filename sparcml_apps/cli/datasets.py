@@ -38,7 +38,12 @@ def build_parser():
         f"(default: ${MIRROR_VARIABLE}, else the LIBSVM site)",
     )
     force = argparse.ArgumentParser(add_help=False)
-    force.add_argument("--force", action="store_true", help="do it again (default: only once)")
+    force.add_argument(
+        "--force",
+        action="store_true",
+        help="do it again; what is there stays until the new one is complete and verified "
+        "(default: only once)",
+    )
     quiet = argparse.ArgumentParser(add_help=False)
     quiet.add_argument(
         "--quiet", action="store_true", help="no progress bars (default: shown on a terminal)"
@@ -55,13 +60,16 @@ def build_parser():
     sub.add_argument("name", metavar="NAME", help="a dataset name, as in `list`")
     sub = command(
         "download",
-        "download files, verified by checksum",
+        "download files, verified by checksum or, where none is published, by parsing them",
         [common, mirror, force, quiet],
         _download,
     )
     sub.add_argument("names", nargs="+", metavar="NAME", help="dataset names, as in `list`")
     sub = command(
-        "verify", "check downloaded files against their checksums", [common, quiet], _verify
+        "verify",
+        "check downloaded files against their checksums, or parse those without one",
+        [common, quiet],
+        _verify,
     )
     sub.add_argument("names", nargs="+", metavar="NAME", help="dataset names, as in `list`")
     sub = command(

@@ -43,7 +43,8 @@ def download(name, *, data_home=None, mirror=None, force=False, progress=True, c
     downloads, the others wait for it.
     """
     cat, dataset, home = _resolve(name, catalog, data_home)
-    return _fetch_file(cat, dataset, home, mirror, force, progress, verify_existing=True)
+    _fetch_file(cat, dataset, home, mirror, force, progress)
+    return download_path(home, dataset)
 
 
 def verify(name, *, data_home=None, progress=True, catalog=None):
@@ -88,11 +89,11 @@ def convert(
     with write_lock(home, dest):
         if not force and _is_current(cat, dataset, home, dest):
             return dest
-        if download:
-            source = _fetch_file(cat, dataset, home, mirror, False, progress, verify_existing=False)
-        else:
-            source = _downloaded(home, dataset)
-        _convert(cat, dataset, home, source, dest, progress)
+        # a download without a checksum is checked by converting it: one parse, not two
+        if download and not download_path(home, dataset).exists():
+            if _fetch_file(cat, dataset, home, mirror, False, progress, cache=dest):
+                return dest
+        _convert(cat, dataset, home, _downloaded(home, dataset), dest, progress)
     return dest
 
 
@@ -129,16 +130,18 @@ def _resolve(name, catalog, home):
     return cat, cat[name], data_home(home)
 
 
-def _fetch_file(cat, dataset, home, mirror, force, progress, *, verify_existing):
+def _fetch_file(cat, dataset, home, mirror, force, progress, *, cache=None):
+    """Download the file of ``dataset`` unless it is there (then verify it); return
+    whether ``cache`` was made. A download without a known checksum is parsed before it
+    is kept, and converted to ``cache`` (if given, with its lock held) while at it."""
     target = download_path(home, dataset)
-    url = source_url(cat, dataset, mirror)
     if not force and target.exists():
-        if verify_existing:
-            _check_file(cat, dataset, home, target, progress)
-        return target
+        _check_file(cat, dataset, home, target, progress)
+        return False
+    url = source_url(cat, dataset, mirror)
     with write_lock(home, target):
         if not force and target.exists():  # another process has just downloaded it
-            return target
+            return False
         known = _known_checksum(cat, dataset, home)
         fetch(
             url,
@@ -146,15 +149,18 @@ def _fetch_file(cat, dataset, home, mirror, force, progress, *, verify_existing)
             checksum=known[:2] if known else None,
             origin=known.origin if known else None,
             size=dataset.size,
-            accept=None if known else partial(_accept, dataset, home, url, progress),
+            accept=None if known else partial(_accept, cat, dataset, home, url, progress, cache),
             progress=progress,
         )
-    return target
+    return cache is not None and known is None
 
 
-def _accept(dataset, home, url, progress, part, hexdigest):
+def _accept(cat, dataset, home, url, progress, cache, part, hexdigest):
     """Keep a download without a checksum only if it holds the dataset; record it."""
     try:
+        if cache is not None:  # checks and records as it converts
+            _convert(cat, dataset, home, part, cache, progress, name=url)
+            return
         rows, nnz, _ = _count(dataset, part, url, progress)
         _check_counts(dataset, url, rows, nnz)
     except (ContentError, ParseError) as exc:
@@ -212,14 +218,19 @@ def _count(dataset, path, name, progress):
         return rows, nnz, raw.finish()
 
 
-def _convert(cat, dataset, home, source, dest, progress):
-    """Write the CSR cache ``dest`` from the file ``source``, checked as it is read."""
+def _convert(cat, dataset, home, source, dest, progress, name=None):
+    """Write the CSR cache ``dest`` from the file ``source`` (``name`` in errors and
+    records), checked as it is read."""
     known = _known_checksum(cat, dataset, home)
     digest = hashlib.new(known.algorithm if known else "sha256")
-    described = f"{source}:{dataset.member}" if dataset.member else str(source)
+    name = name or str(source)
+    described = f"{name}:{dataset.member}" if dataset.member else name
     info = {"dataset": dataset.name, "source": dataset.file, "member": dataset.member}
     with (
-        open_data(source, dataset.compression, dataset.member, digest=digest) as (stream, raw),
+        open_data(source, dataset.compression, dataset.member, digest=digest, name=name) as (
+            stream,
+            raw,
+        ),
         progress_bar(source.stat().st_size, 0, f"convert {dataset.name}", progress) as bar,
     ):
 
@@ -240,9 +251,9 @@ def _convert(cat, dataset, home, source, dest, progress):
                 if message := _counts_differ(dataset, rows, nnz):
                     warnings.warn(f"{dataset.name}: {message}", stacklevel=6)
             else:
-                _check_counts(dataset, source, rows, nnz)
+                _check_counts(dataset, name, rows, nnz)
             if not known:
-                _record(home, dataset, hexdigest, str(source))
+                _record(home, dataset, hexdigest, name)
             manifest["source_checksum"] = f"{digest.name}:{hexdigest}"
 
         pieces = iter_pieces(
