@@ -2,6 +2,7 @@
 forgotten on demand, read-only homes, the modes of what is written, clear errors."""
 
 import bz2
+import errno
 import hashlib
 import json
 import os
@@ -188,6 +189,24 @@ def test_load_parses_a_first_download_once(site, monkeypatch):
     with pytest.raises(ChecksumError, match="the server sent an HTML page"):
         datasets.load("pub", **options(site))
     assert not (site.home / "csr" / "pub").exists()
+
+
+def test_a_download_that_cannot_be_converted_for_want_of_room_is_kept(site, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    write_cache = _api.write_cache
+    monkeypatch.setattr(_api, "write_cache", full)
+    with pytest.raises(OSError, match="No space left on device"):
+        datasets.load("unpub", **options(site))
+    part = site.home / "downloads" / "unpub.bz2.part"
+    assert sha256(part) == site.sha and entries(site) == {}
+    size = part.stat().st_size
+    monkeypatch.setattr(_api, "write_cache", write_cache)
+    with pytest.warns(UserWarning, match="recorded"):
+        datasets.load("unpub", **options(site))
+    assert site.server.requests[1:] == [("unpub.bz2", f"bytes={size}-")]  # nothing more
+    assert not part.exists() and entries(site)["unpub.bz2"]["sha256"] == site.sha
 
 
 # a file on disk is verified; a cache records what it was made from

@@ -74,8 +74,9 @@ def fetch(url, dest, *, checksum=None, origin=None, size=None, accept=None, prog
     Bytes go to ``dest.part``, which a later call resumes with an HTTP Range request.
     ``checksum`` = (algorithm, hex) and ``size`` (bytes), when given, must match (``origin``
     says in errors where the checksum comes from). ``accept(part, hexdigest)``, when given,
-    is called on the complete part file and may raise to refuse it. A refused file is
-    deleted and ChecksumError, DownloadError or the error of ``accept`` raised. Only a
+    is called on the complete part file and may raise ValueError to refuse it. A refused
+    file is deleted and ChecksumError, DownloadError or the error of ``accept`` raised
+    (another error of ``accept`` keeps the part, to be checked again next time). Only a
     complete, accepted file replaces ``dest``: a failure or an interrupt leaves ``dest``
     as it was and at most ``dest.part``.
     """
@@ -102,7 +103,7 @@ def fetch(url, dest, *, checksum=None, origin=None, size=None, accept=None, prog
             raise ChecksumError(url, checksum[0], checksum[1], hexdigest, origin, _note(part))
         if accept is not None:
             accept(part, hexdigest)
-    except Exception:
+    except ValueError:
         part.unlink()
         raise
     os.replace(part, dest)
