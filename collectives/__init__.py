@@ -27,6 +27,7 @@ __all__ = [
     "allgather",
     "allreduce",
     "check",
+    "cost_constants",
     "cost_model",
     "dequantize",
     "iallreduce",
@@ -37,7 +38,7 @@ __all__ = [
 
 def __getattr__(name):
     # the collectives import mpi4py.MPI, which initializes MPI: only on first use
-    if name in ("allreduce", "allgather", "check"):
+    if name in ("allreduce", "allgather", "check", "cost_constants"):
         from . import _allreduce
 
         return getattr(_allreduce, name)

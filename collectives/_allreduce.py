@@ -97,6 +97,18 @@ def channel(comm):
     return found
 
 
+def cost_constants(comm=None):
+    """The cost model's constants ``algorithm="auto"`` uses on ``comm``: rank 0's stored
+    calibration for this many ranks, else the module's (a dict keyed by
+    :data:`cost_model.NAMES`, the same on every rank)."""
+    calibrated = channel(comm).calibrated
+    defaults = (cost_model.ALPHA, cost_model.BETA, cost_model.GAMMA, cost_model.DENSE_GAMMA)
+    return {
+        name: default if value != value else value
+        for name, value, default in zip(cost_model.NAMES, calibrated, defaults, strict=True)
+    }
+
+
 def _as_input(vec, algorithm, out, quantization_bits, random_state):
     """Check the arguments of one rank; the vector as the algorithm wants it."""
     if algorithm not in _ALGORITHM_CODES:

@@ -37,6 +37,7 @@ RANK_OWN = {"comm", "n_jobs", "callback", "verbose", "random_state"}
 """Parameters that may differ between ranks (rank 0's ``random_state`` seeds them all)."""
 BOOL_IS_NOT_A_NUMBER = {
     "batch_size": "an int in the range [1, inf)",
+    "local_steps": "an int in the range [1, inf) or 'auto'",
     "topk": "an int in the range [1, inf) or a float in the range (0, 1]",
 }
 """Numeric parameters where True would be read as 1 (scikit-learn's checks accept it)."""
@@ -102,6 +103,7 @@ class _SparseSGD(BaseEstimator):
         "warm_start": ["boolean"],
         "average": [Interval(Integral, 0, None, closed="left"), "boolean"],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "local_steps": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "compression": [StrOptions({"topk"}), None],
         "topk": [
             Interval(Integral, 1, None, closed="left"),
@@ -140,6 +142,7 @@ class _SparseSGD(BaseEstimator):
         warm_start=False,
         average=False,
         batch_size=16,
+        local_steps="auto",
         compression=None,
         topk=0.01,
         error_feedback=True,
@@ -171,6 +174,7 @@ class _SparseSGD(BaseEstimator):
         self.warm_start = warm_start
         self.average = average
         self.batch_size = batch_size
+        self.local_steps = local_steps
         self.compression = compression
         self.topk = topk
         self.error_feedback = error_feedback
@@ -446,6 +450,7 @@ class _SparseSGD(BaseEstimator):
             tol=self.tol,
             n_iter_no_change=self.n_iter_no_change,
             average=int(self.average),
+            local_steps=self.local_steps,
             compression=self.compression,
             topk=self.topk,
             error_feedback=self.error_feedback,
@@ -643,6 +648,7 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         warm_start=False,
         average=False,
         batch_size=16,
+        local_steps="auto",
         compression=None,
         topk=0.01,
         error_feedback=True,
@@ -675,6 +681,7 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
             warm_start=warm_start,
             average=average,
             batch_size=batch_size,
+            local_steps=local_steps,
             compression=compression,
             topk=topk,
             error_feedback=error_feedback,
@@ -851,6 +858,7 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
         warm_start=False,
         average=False,
         batch_size=16,
+        local_steps="auto",
         compression=None,
         topk=0.01,
         error_feedback=True,
@@ -883,6 +891,7 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
             warm_start=warm_start,
             average=average,
             batch_size=batch_size,
+            local_steps=local_steps,
             compression=compression,
             topk=topk,
             error_feedback=error_feedback,

@@ -1,12 +1,12 @@
-"""Compiled kernels of SGD training over CSR rows: losses, batch gradients, updates, TopK.
+"""Compiled kernels of SGD training over CSR rows: losses, steps, exchanges, TopK.
 
 Kernels see no strings: options are numbers in a float64 ``params`` array and the running
 scalars live in a float64 ``state`` array, both indexed by the constants below. Weights are
 held as ``w = wscale * v`` (``v`` one flat float64 array of ``n_out * n_features`` entries,
 class ``c`` at ``c * n_features``) so that the L2 shrinkage of a step costs O(1), not
 O(n_features). The average of the weights is kept lazily too: with ``S`` the running sum of
-``wscale`` since averaging began, the summed weights are ``base + S * v - offsets``, where
-every change ``d`` of ``v[j]`` adds ``S * d`` to ``offsets[j]``.
+``wscale`` since averaging began, the summed weights are ``S * v - offsets``, where every
+change ``d`` of ``v[j]`` adds ``S * d`` to ``offsets[j]``.
 """
 
 import numpy as np
@@ -45,7 +45,18 @@ MAX_DLOSS = 1e12
     N_PARAMS,
 ) = range(16)
 # state: the running scalars of a model
-WSCALE, T, L1_TOTAL, AVERAGE_SUM, AVERAGE_STEPS, ETA, N_STATE = range(7)
+(
+    WSCALE,
+    T,
+    L1_TOTAL,
+    AVERAGE_SUM,
+    AVERAGE_STEPS,
+    ETA,
+    PERIOD_SUM,  # AVERAGE_SUM and AVERAGE_STEPS gained since the last exchange
+    PERIOD_STEPS,
+    UNITS,  # the product of the wscales folded into v so far
+    N_STATE,
+) = range(10)
 RENORMALIZE_BELOW = 1e-9  # a wscale below this is folded into v
 
 
@@ -185,187 +196,57 @@ def batch_coefs(
 
 
 @njit(cache=True, nogil=True)
-def batch_gradient(
-    indptr,
-    indices,
-    data,
-    rows,
-    y,
-    row_weight,
-    pos_weight,
-    neg_weight,
-    params,
-    state,
-    v,
-    intercept,
-    slot,
-    cols,
-    acc,
-    out_idx,
-    out_val,
-):
-    """The step ``eta * gradient`` of the batch ``rows`` as a sparse vector; and its loss.
-
-    Writes sorted flat indices (``c * n_features + column``, then the intercepts at
-    ``n_out * n_features + c``) and values to ``out_idx``/``out_val``; returns their count,
-    the batch's summed (weighted) loss and the rate ``eta`` at the current sample time.
-    ``slot`` (all -1, length ``n_features``) maps a column to its place in ``acc``; it is
-    all -1 again on return.
-    """
-    n_features = int(params[N_FEATURES])
-    n_out = int(params[N_OUT])
-    eta = rate(params, state)
-    coefs = np.empty((n_out, rows.size))
-    loss_sum = batch_coefs(
-        indptr,
-        indices,
-        data,
-        rows,
-        y,
-        row_weight,
-        pos_weight,
-        neg_weight,
-        params,
-        state,
-        v,
-        intercept,
-        eta,
-        coefs,
-    )
-    found = 0
-    for r in range(rows.size):
-        active = False
-        for c in range(n_out):
-            active = active or coefs[c, r] != 0.0
-        if not active:
-            continue
-        row = rows[r]
-        for k in range(indptr[row], indptr[row + 1]):
-            col = indices[k]
-            s = slot[col]
-            if s < 0:
-                s = found
-                slot[col] = s
-                cols[s] = col
-                found += 1
-                for c in range(n_out):
-                    acc[s * n_out + c] = 0.0
-            for c in range(n_out):
-                acc[s * n_out + c] += coefs[c, r] * data[k]
-    sort_keys(cols, found, out_idx)
-    n = 0
-    for c in range(n_out):
-        base = c * n_features
-        for i in range(found):
-            value = acc[slot[cols[i]] * n_out + c]
-            if value != 0.0:
-                out_idx[n] = base + cols[i]
-                out_val[n] = value
-                n += 1
-    for i in range(found):
-        slot[cols[i]] = -1
-    if params[FIT_INTERCEPT] > 0:
-        for c in range(n_out):
-            step = coefs[c].sum()
-            if step != 0.0:
-                out_idx[n] = n_out * n_features + c
-                out_val[n] = step
-                n += 1
-    return n, loss_sum, eta
-
-
-@njit(cache=True, nogil=True)
-def begin_step(params, state, v, eta, rows_in_step, offsets, base):
-    """Shrink the weights by the L2 factor of ``rows_in_step`` per-row steps, start
-    averaging when due, and add the step's share to the cumulative L1 penalty."""
-    state[WSCALE] *= max(0.0, 1.0 - eta * params[L2]) ** rows_in_step
-    if state[WSCALE] < RENORMALIZE_BELOW:
-        if state[AVERAGE_SUM] >= 0.0:
-            for j in range(v.size):
-                base[j] += state[AVERAGE_SUM] * v[j] - offsets[j]
-                offsets[j] = 0.0
-            state[AVERAGE_SUM] = 0.0
-        for j in range(v.size):
-            v[j] *= state[WSCALE]
-        state[WSCALE] = 1.0
-    if params[AVERAGE_START] > 0 and state[AVERAGE_SUM] < 0 and state[T] >= params[AVERAGE_START]:
-        state[AVERAGE_SUM] = 0.0
-    state[L1_TOTAL] += eta * params[L1] * rows_in_step
-
-
-@njit(cache=True, nogil=True)
-def update_weight(j, step, params, state, v, l1_applied, offsets):
-    """``w[j] -= step``, then the L1 penalty ``w[j]`` still owes; books the change."""
-    before = v[j]
-    v[j] -= step / state[WSCALE]
+def change_weight(j, dv, params, state, model, l1_applied, offsets, booked_at):
+    """``model[j] += dv``, then the L1 penalty the weight still owes; books the change
+    into the average as made when the running sum of ``wscale`` was ``booked_at``."""
+    before = model[j]
+    model[j] += dv
     if params[L1] > 0.0:
-        w = state[WSCALE] * v[j]
+        wscale = state[WSCALE]
+        w = wscale * model[j]
         clipped = w
         if w > 0.0:
             clipped = max(0.0, w - (state[L1_TOTAL] + l1_applied[j]))
         elif w < 0.0:
             clipped = min(0.0, w + (state[L1_TOTAL] - l1_applied[j]))
         l1_applied[j] += clipped - w
-        v[j] = clipped / state[WSCALE]
+        model[j] = clipped / wscale
     if state[AVERAGE_SUM] >= 0.0:
-        offsets[j] += state[AVERAGE_SUM] * (v[j] - before)
+        offsets[j] += booked_at * (model[j] - before)
 
 
 @njit(cache=True, nogil=True)
-def end_step(state, intercept, average_intercept, rows_in_step):
-    """Book the step into the average and advance the sample time."""
-    if state[AVERAGE_SUM] >= 0.0:
-        state[AVERAGE_SUM] += state[WSCALE]
-        state[AVERAGE_STEPS] += 1
-        for c in range(intercept.size):
-            average_intercept[c] += intercept[c]
-    state[T] += rows_in_step
+def shrink(params, state, eta, model, copies, residual, offsets):
+    """The L2 shrink of one step, ``wscale *= 1 - eta * l2``. A ``wscale`` that becomes
+    tiny is folded into every array scaled by it: ``model`` (the weights the average books),
+    ``copies`` (a rank's own copy of them, or empty) and ``residual`` (or empty)."""
+    state[WSCALE] *= max(0.0, 1.0 - eta * params[L2])
+    scale = state[WSCALE]
+    if scale >= RENORMALIZE_BELOW:
+        return
+    if state[AVERAGE_SUM] >= 0.0:  # the summed weights S * model - offsets stay the same
+        for j in range(model.size):
+            offsets[j] -= state[AVERAGE_SUM] * model[j]
+        state[AVERAGE_SUM] = 0.0
+    state[PERIOD_SUM] /= scale  # in the units of the rescaled model
+    state[UNITS] *= scale
+    for j in range(model.size):
+        model[j] *= scale
+    for j in range(copies.size):
+        copies[j] *= scale
+    for j in range(residual.size):
+        residual[j] *= scale
+    state[WSCALE] = 1.0
 
 
 @njit(cache=True, nogil=True)
-def apply_step(idx, val, params, state, v, intercept, l1_applied, offsets):
-    """Subtract the summed step ``(idx, val)`` (weights, then intercepts) from the model."""
-    n_weights = v.size
-    end = idx.size
-    while end > 0 and idx[end - 1] >= n_weights:  # the intercepts come last
-        end -= 1
-        intercept[idx[end] - n_weights] -= val[end] * params[INTERCEPT_DECAY]
-    if params[L1] == 0.0 and state[AVERAGE_SUM] < 0.0:  # without per-weight bookkeeping
-        scale = 1.0 / state[WSCALE]
-        for e in range(end):
-            v[idx[e]] -= val[e] * scale
-    else:
-        for e in range(end):
-            update_weight(idx[e], val[e], params, state, v, l1_applied, offsets)
-
-
-@njit(cache=True, nogil=True)
-def take_step(
-    idx,
-    val,
-    eta,
-    rows_in_step,
-    params,
-    state,
-    v,
-    intercept,
-    l1_applied,
-    offsets,
-    base,
-    average_intercept,
-):
-    """One whole step of the model: shrink, the summed update ``(idx, val)``, bookkeeping."""
-    begin_step(params, state, v, eta, rows_in_step, offsets, base)
-    apply_step(idx, val, params, state, v, intercept, l1_applied, offsets)
-    end_step(state, intercept, average_intercept, rows_in_step)
-
-
-@njit(cache=True, nogil=True)
-def local_epoch(
+def steps(
     indptr,
     indices,
     data,
     order,
+    first,
+    stop,
     batch,
     y,
     row_weight,
@@ -377,40 +258,60 @@ def local_epoch(
     intercept,
     l1_applied,
     offsets,
-    base,
     average_intercept,
+    agreed,
+    agreed_intercept,
+    residual,
+    coefs,
 ):
-    """One epoch of mini-batch steps over ``order`` on a single rank; the summed loss.
+    """Steps ``first`` to ``stop - 1`` of an epoch over this rank's rows ``order``; their
+    summed (weighted) loss.
 
-    The same steps as ``batch_gradient`` + an allreduce over one rank + ``apply_step``,
-    without forming the step as a vector: each row's update goes to the weights directly.
+    Step ``s`` takes the rows ``order[s * batch : (s + 1) * batch]`` (none once they run
+    out): the mean of their gradients at the rate of the current sample time, after the L2
+    shrink of one step; the sample time then advances by one. With ``agreed`` empty the
+    steps change the model itself, with L1 and averaging booked per weight. Otherwise they
+    change this rank's copy ``v`` only (plain updates); L1 and the average are booked on
+    the agreed model when the ranks agree (:func:`settle`), and the average sums the agreed
+    model.
     """
     n_features = int(params[N_FEATURES])
     n_out = int(params[N_OUT])
-    coefs = np.empty((n_out, batch))
     decay = params[INTERCEPT_DECAY] if params[FIT_INTERCEPT] > 0 else 0.0
+    alone = agreed.size == 0
+    model, copy = (v, agreed) if alone else (agreed, v)  # agreed is empty when alone
     loss_sum = 0.0
-    for start in range(0, order.size, batch):
-        rows = order[start : start + batch]
+    for s in range(first, stop):
+        lo = min(s * batch, order.size)
+        rows = order[lo : min(lo + batch, order.size)]
         eta = rate(params, state)
-        loss_sum += batch_coefs(
-            indptr,
-            indices,
-            data,
-            rows,
-            y,
-            row_weight,
-            pos_weight,
-            neg_weight,
-            params,
-            state,
-            v,
-            intercept,
-            eta,
-            coefs,
-        )
-        begin_step(params, state, v, eta, rows.size, offsets, base)
-        plain = params[L1] == 0.0 and state[AVERAGE_SUM] < 0.0
+        if rows.size > 0:
+            loss_sum += batch_coefs(
+                indptr,
+                indices,
+                data,
+                rows,
+                y,
+                row_weight,
+                pos_weight,
+                neg_weight,
+                params,
+                state,
+                v,
+                intercept,
+                eta / rows.size,
+                coefs,
+            )
+        shrink(params, state, eta, model, copy, residual, offsets)
+        if (
+            params[AVERAGE_START] > 0
+            and state[AVERAGE_SUM] < 0
+            and state[T] >= params[AVERAGE_START]
+        ):
+            state[AVERAGE_SUM] = 0.0
+        state[L1_TOTAL] += eta * params[L1]
+        # a rank's copy, or a model without L1 and averaging: no per-weight bookkeeping
+        plain = not alone or (params[L1] == 0.0 and state[AVERAGE_SUM] < 0.0)
         scale = 1.0 / state[WSCALE]
         for c in range(n_out):
             shift = np.uint64(c * n_features)
@@ -420,30 +321,156 @@ def local_epoch(
                     continue
                 intercept[c] -= coef * decay
                 row = rows[r]
-                if plain:  # the common case, without per-weight bookkeeping
+                if plain:
                     step = coef * scale
                     for k in range(indptr[row], indptr[row + 1]):
                         v[shift + indices[k]] -= step * data[k]
                 else:
                     for k in range(indptr[row], indptr[row + 1]):
-                        update_weight(
+                        change_weight(
                             shift + indices[k],
-                            coef * data[k],
+                            -(coef * data[k]) / state[WSCALE],
                             params,
                             state,
                             v,
                             l1_applied,
                             offsets,
+                            state[AVERAGE_SUM],
                         )
-        end_step(state, intercept, average_intercept, rows.size)
+        if state[AVERAGE_SUM] >= 0.0:
+            state[AVERAGE_SUM] += state[WSCALE]
+            state[AVERAGE_STEPS] += 1
+            state[PERIOD_SUM] += state[WSCALE]
+            state[PERIOD_STEPS] += 1
+            booked = intercept if alone else agreed_intercept
+            for c in range(n_out):
+                average_intercept[c] += booked[c]
+        state[T] += 1.0
     return loss_sum
 
 
 @njit(cache=True, nogil=True)
-def apply_l1_everywhere(params, state, v, l1_applied, offsets):
-    """Give every weight the cumulative L1 penalty it has not taken yet."""
+def count_changes(v, agreed, intercept, agreed_intercept):
+    """How many entries :func:`changes` writes."""
+    n = intercept.size
     for j in range(v.size):
-        update_weight(j, 0.0, params, state, v, l1_applied, offsets)
+        n += v[j] != agreed[j]
+    return n
+
+
+@njit(cache=True, nogil=True)
+def changes(v, agreed, intercept, agreed_intercept, out_idx, out_val):
+    """This rank's changes since the ranks last agreed, as a sparse vector: the weights
+    where ``v - agreed`` is not zero, then every intercept's at index ``v.size + c``, in
+    one pass over the model. Returns the entries written."""
+    n = 0
+    for j in range(v.size):
+        if v[j] != agreed[j]:
+            out_idx[n] = j
+            out_val[n] = v[j] - agreed[j]
+            n += 1
+    for c in range(intercept.size):
+        out_idx[n] = v.size + c
+        out_val[n] = intercept[c] - agreed_intercept[c]
+        n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def settle(
+    idx,
+    val,
+    scale,
+    own_idx,
+    own_val,
+    own_scale,
+    back_sum,
+    back_steps,
+    params,
+    state,
+    v,
+    intercept,
+    agreed,
+    agreed_intercept,
+    l1_applied,
+    offsets,
+    average_intercept,
+):
+    """Add ``scale`` times the ranks' summed changes ``(idx, val)`` (weights, then
+    intercepts) to the agreed model, with L1 booked. The average books each change as made
+    ``back_sum`` (of ``wscale``) and ``back_steps`` steps ago.
+
+    With ``own_idx`` not empty the changes travelled while this rank took more steps: its
+    copy takes the agreed model's change in place of its own changes ``own_scale *
+    (own_idx, own_val)`` and keeps the steps taken since. (Otherwise the caller makes the
+    copy the agreed model.)
+    """
+    n_weights = agreed.size
+    late = own_idx.size > 0
+    for e in range(own_idx.size):
+        j = own_idx[e]
+        if j >= n_weights:
+            intercept[j - n_weights] -= own_val[e] * own_scale
+        else:
+            v[j] -= own_val[e] * own_scale
+    booked_at = state[AVERAGE_SUM] - back_sum
+    averaging = state[AVERAGE_SUM] >= 0.0
+    end = idx.size
+    while end > 0 and idx[end - 1] >= n_weights:  # the intercepts come last
+        end -= 1
+        c = idx[end] - n_weights
+        change = val[end] * scale
+        agreed_intercept[c] += change
+        if averaging:
+            average_intercept[c] += back_steps * change
+        if late:
+            intercept[c] += change
+    if params[L1] > 0.0 or late:
+        for e in range(end):
+            j = idx[e]
+            before = agreed[j]
+            change_weight(j, val[e] * scale, params, state, agreed, l1_applied, offsets, booked_at)
+            if late:
+                v[j] += agreed[j] - before
+    elif averaging:  # as change_weight does, without L1
+        for e in range(end):
+            change = val[e] * scale
+            agreed[idx[e]] += change
+            offsets[idx[e]] += booked_at * change
+    else:
+        for e in range(end):
+            agreed[idx[e]] += val[e] * scale
+
+
+@njit(cache=True, nogil=True)
+def apply_l1_everywhere(params, state, model, l1_applied, offsets):
+    """Give every weight the cumulative L1 penalty it has not taken yet."""
+    for j in range(model.size):
+        change_weight(j, 0.0, params, state, model, l1_applied, offsets, state[AVERAGE_SUM])
+
+
+@njit(cache=True, nogil=True)
+def union_growth(indptr, indices, order, lengths, n_columns):
+    """For each of the increasing ``lengths``, the distinct columns and the nonzeros of the
+    first ``lengths[i]`` rows of ``order``."""
+    seen = np.zeros(n_columns, np.bool_)
+    columns = np.zeros(lengths.size, np.int64)
+    nonzeros = np.zeros(lengths.size, np.int64)
+    distinct = 0
+    entries = 0
+    done = 0
+    for i in range(lengths.size):
+        for r in range(done, lengths[i]):
+            row = order[r]
+            for k in range(indptr[row], indptr[row + 1]):
+                if not seen[indices[k]]:
+                    seen[indices[k]] = True
+                    distinct += 1
+            entries += indptr[row + 1] - indptr[row]
+        done = lengths[i]
+        columns[i] = distinct
+        nonzeros[i] = entries
+    return columns, nonzeros
 
 
 @njit(cache=True, nogil=True)

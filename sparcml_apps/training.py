@@ -1,24 +1,20 @@
-"""The training loop every rank runs in lock-step: mini-batch SGD over sparse allreduce.
+"""The training loop every rank runs in lock-step: local SGD steps and exchanges.
 
-Every step, each rank turns its next ``batch_size`` rows into the sparse vector
-``eta * gradient`` (columns of the batch only; flat index ``class * n_features + feature``,
-then one entry per intercept), optionally keeps back all but its TopK entries (error
-feedback), and the ranks sum their vectors with :func:`collectives.allreduce`. Every rank
-then applies the same sum to the same weights, so all ranks hold the same model bit for bit.
-With ``overlap``, the sum of a step travels (:func:`collectives.iallreduce`) while the
-ranks compute the next step's gradient, which therefore sees the weights without the
-step before it (a delay of one step); an epoch ends with every step applied.
-On a single rank without compression the sum is the rank's own step, so each row's update
-goes to the weights directly (one compiled loop per epoch), with the same arithmetic.
-With ``diagnostics`` (and TopK), every step also measures the quantities of the TopK
-analysis (:mod:`sparcml_apps.diagnostics`): the largest ``gamma`` over the ranks and ``xi``,
-at the cost of one more exact allreduce a step; the model stays the same bit for bit.
+Each rank takes SGD steps on its own rows, ``batch_size`` rows a step: the mean of their
+gradients at the learning rate of the current sample time ``t`` (steps taken so far),
+after the L2 shrink of one step, ``w = wscale * v`` with ``wscale *= 1 - eta * l2``; with
+one row a step it is scikit-learn's per-row SGD. Every ``local_steps`` steps the ranks
+average their changes to the model since they last agreed (:mod:`sparcml_apps.exchange`),
+so all ranks hold the same model, bit for bit, after every exchange; an epoch ends with
+one. Every rank advances ``t`` and ``wscale`` alike, whether it had rows in a step or not,
+so the changes exchanged stay sparse. On a single rank without compression there is
+nothing to exchange: the steps change the model directly (with L1 and averaging booked
+per weight).
 
-A step over ``G`` rows (all ranks together) applies the sum of their gradients times the
-learning rate at sample time ``t`` (rows seen so far), and shrinks the weights by the L2
-factor of ``G`` per-row steps: with one row and one rank it is plain per-row SGD. The
-``optimal`` schedule's offset ``t0`` is multiplied by the rows of a full step, so that the
-first steps are no larger than one per-row step however large the batch.
+With several ranks, L1 and the average are booked on the agreed model when the ranks
+exchange; the average sums the agreed model at every step. With ``diagnostics`` (and
+TopK), every exchange also measures the quantities of the TopK analysis
+(:mod:`sparcml_apps.diagnostics`).
 """
 
 import math
@@ -28,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import collectives
-from collectives import SparseVector, Stats
+from collectives import Stats
 
-from . import diagnostics as D
+from . import exchange as E
 from . import kernels as K
 
 
@@ -59,10 +55,11 @@ class Setup:
     tol: float | None = 1e-3
     n_iter_no_change: int = 5
     average: int = 0  # 0: no averaging; n: average from sample time n on
+    local_steps: int | str = "auto"  # steps between exchanges
     compression: str | None = None
     topk: float = 0.01  # fraction of the coordinates (float) or a count (int)
     error_feedback: bool = True
-    diagnostics: bool = False  # record TopK's gamma and xi every step
+    diagnostics: bool = False  # record TopK's gamma and xi every exchange
     algorithm: str = "auto"
     quantization_bits: int | None = None
     overlap: bool = False
@@ -77,13 +74,13 @@ class Setup:
         return self.n_out * self.n_features + self.n_out
 
     def k(self):
-        """The number of weights TopK keeps a step (the intercepts always travel)."""
+        """The number of weights TopK keeps an exchange (the intercepts always travel)."""
         n_weights = self.n_out * self.n_features
         if isinstance(self.topk, (int, np.integer)):
             return min(int(self.topk), n_weights)
         return max(1, int(round(self.topk * n_weights)))
 
-    def params(self, full_step_rows):
+    def params(self):
         """The options as the kernels read them."""
         params = np.zeros(K.N_PARAMS)
         params[K.SCHEDULE] = K.SCHEDULES[self.learning_rate]
@@ -91,9 +88,10 @@ class Setup:
         params[K.POWER_T] = self.power_t
         params[K.ALPHA] = self.alpha
         if self.learning_rate == "optimal":
+            # as scikit-learn: the first step at the rate a typical weight would take
             typical = math.sqrt(1.0 / math.sqrt(self.alpha))
-            slope = abs(K.loss_and_slope(K.LOSSES[self.loss], -typical, 1.0, self.loss_param)[1])
-            params[K.T0] = full_step_rows / (typical / max(1.0, slope) * self.alpha)
+            slope = K.loss_and_slope(K.LOSSES[self.loss], -typical, 1.0, self.loss_param)[1]
+            params[K.T0] = 1.0 / (typical / max(1.0, slope) * self.alpha)
         params[K.L2] = self.l2
         params[K.L1] = self.l1
         params[K.INTERCEPT_DECAY] = self.intercept_decay
@@ -112,7 +110,8 @@ _NONE = np.empty(0)  # stands for a state array the options do not need
 
 @dataclass
 class Weights:
-    """The model as training holds it: ``w = wscale * v``, with averaging and L1 state."""
+    """The model as training holds it: ``w = wscale * v``, with averaging and L1 state;
+    with several ranks also the model as they last agreed on it."""
 
     v: np.ndarray
     intercept: np.ndarray
@@ -120,8 +119,10 @@ class Weights:
     epochs: int = 0
     l1_applied: np.ndarray = field(default_factory=lambda: _NONE)
     offsets: np.ndarray = field(default_factory=lambda: _NONE)  # averaging
-    base: np.ndarray = field(default_factory=lambda: _NONE)
     average_intercept: np.ndarray = field(default_factory=lambda: _NONE)
+    agreed: np.ndarray = field(default_factory=lambda: _NONE)  # several ranks
+    agreed_intercept: np.ndarray = field(default_factory=lambda: _NONE)
+    period: int = 0  # local steps between exchanges, once chosen
     residual: np.ndarray | None = None  # TopK error feedback
     in_support: np.ndarray | None = None
     support: np.ndarray | None = None
@@ -130,7 +131,7 @@ class Weights:
     def __post_init__(self):
         if self.state is None:
             self.state = np.zeros(K.N_STATE)
-            self.state[[K.WSCALE, K.T]] = 1.0
+            self.state[[K.WSCALE, K.T, K.UNITS]] = 1.0
             self.state[K.AVERAGE_SUM] = -1.0
 
     @classmethod
@@ -141,16 +142,19 @@ class Weights:
     def t(self):
         return self.state[K.T]
 
-    def prepare(self, setup):
-        """Make the state arrays the options need."""
+    def prepare(self, setup, exchanging):
+        """Make the state arrays the options need; ``exchanging``: the steps go to a copy
+        of the model and the ranks exchange their changes."""
         if setup.l1 > 0 and self.l1_applied.size == 0:
             self.l1_applied = np.zeros_like(self.v)
         if setup.average and self.offsets.size == 0:
             self.offsets = np.zeros_like(self.v)
-            self.base = np.zeros_like(self.v)
             self.average_intercept = np.zeros_like(self.intercept)
         if setup.learning_rate == "adaptive" and self.state[K.ETA] == 0:
             self.state[K.ETA] = setup.eta0
+        if exchanging and self.agreed.size == 0:
+            self.agreed = self.v.copy()
+            self.agreed_intercept = self.intercept.copy()
 
     def coef(self):
         """The current weights, shape (n_out, n_features)."""
@@ -161,7 +165,7 @@ class Weights:
         steps = self.state[K.AVERAGE_STEPS]
         if steps == 0:
             return self.coef(), self.intercept.copy()
-        total = self.base + self.state[K.AVERAGE_SUM] * self.v - self.offsets
+        total = self.state[K.AVERAGE_SUM] * self.v - self.offsets
         return total.reshape(self.intercept.size, -1) / steps, self.average_intercept / steps
 
 
@@ -172,120 +176,22 @@ class Epoch:
     epoch: int
     loss: float  # mean loss over the epoch's rows (all ranks)
     seconds: float
-    steps: int
+    steps: int  # local steps of each rank
     rows: int
+    exchanges: int = 0
+    local_steps: int = 0  # steps between exchanges (0: none)
     stats: Stats = field(default_factory=Stats)
-    dense_bytes: int = 0  # what a dense allreduce would have sent over the same steps
-    step_entries: int | None = None  # nonzeros of this rank's steps (None: never formed)
+    dense_bytes: int = 0  # what a dense allreduce would have sent over the same exchanges
+    step_entries: int | None = None  # nonzeros of this rank's changes (None: never formed)
     sent_entries: int | None = None  # ... of what it sent of them (fewer with TopK)
     validation_score: float | None = None
-    gamma: list | None = None  # per step: the largest gamma over the ranks (diagnostics)
-    xi: list | None = None  # per step: xi of the ranks' TopKs (diagnostics)
+    gamma: list | None = None  # per exchange: the largest gamma over the ranks (diagnostics)
+    xi: list | None = None  # per exchange: xi of the ranks' TopKs (diagnostics)
 
     def as_dict(self):
         record = {k: v for k, v in self.__dict__.items() if k != "stats"}
         record.update({f"allreduce_{k}": v for k, v in self.stats.as_dict().items()})
         return record
-
-
-class _Buffers:
-    """Scratch arrays of the batch kernel, sized for the largest batch of this data."""
-
-    def __init__(self, X, setup):
-        row_nnz = np.diff(X.indptr)
-        largest = int(np.sort(row_nnz)[::-1][: setup.batch_size].sum()) if row_nnz.size else 0
-        self.slot = np.full(setup.n_features, -1, np.int32)
-        self.cols = np.empty(largest, np.int64)
-        self.acc = np.empty(largest * setup.n_out)
-        self.out_idx = np.empty(largest * setup.n_out + setup.n_out, np.int64)
-        self.out_val = np.empty(largest * setup.n_out + setup.n_out)
-
-
-def _accumulated(vec, split, weights):
-    """The vector TopK is taken from, in float64: the residual before the step plus the
-    step's ``split`` weight entries (not the intercepts)."""
-    step_idx = vec.indices[:split].astype(np.int64)
-    if weights.n_support == 0:
-        return SparseVector(step_idx, vec.values[:split].astype(np.float64), vec.size, check=False)
-    indices = np.union1d(weights.support[: weights.n_support], step_idx)
-    values = weights.residual[indices]
-    values[np.searchsorted(indices, step_idx)] += vec.values[:split]
-    return SparseVector(indices, values, vec.size, check=False)
-
-
-def _compress(vec, setup, weights):
-    """TopK of (residual + vec) over the weights; the residual keeps the rest (with error
-    feedback). The few intercept entries always travel. Returns what to send and, with
-    diagnostics, the float64 vector TopK was taken from (else None)."""
-    n_weights = setup.n_out * setup.n_features
-    if weights.residual is None:
-        weights.residual = np.zeros(n_weights)
-        weights.in_support = np.zeros(n_weights, np.bool_)
-        weights.support = np.empty(n_weights, np.int64)
-        weights.n_support = 0
-    split = np.searchsorted(vec.indices, n_weights)
-    accumulated = _accumulated(vec, split, weights) if setup.diagnostics else None
-    k = setup.k()
-    out_idx = np.empty(k + vec.nnz - split, np.int64)
-    out_val = np.empty(k + vec.nnz - split)
-    taken, weights.n_support = K.topk(
-        vec.indices[:split],
-        vec.values[:split],
-        k,
-        weights.residual,
-        weights.in_support,
-        weights.support,
-        weights.n_support,
-        setup.error_feedback,
-        out_idx,
-        out_val,
-    )
-    end = taken + vec.nnz - split
-    out_idx[taken:end] = vec.indices[split:]
-    out_val[taken:end] = vec.values[split:]
-    sent = SparseVector(
-        out_idx[:end].astype(vec.indices.dtype),
-        out_val[:end].astype(vec.values.dtype),
-        vec.size,
-        check=False,
-    )
-    return sent, accumulated
-
-
-def _diagnose(accumulated, sent, setup, comm):
-    """``(gamma, xi)`` of one step, the same on every rank of ``comm``: the largest of the
-    ranks' ``||acc_p - sent_p|| / ||acc_p||``, and ``xi`` of their sums (one exact allreduce
-    of ``[acc_p | sent_p]``, not counted in the step's traffic, and one of the largest)."""
-    from mpi4py import MPI
-
-    n_weights = setup.n_out * setup.n_features
-    taken = np.searchsorted(sent.indices, n_weights)  # the intercepts come last
-    sent = SparseVector(
-        sent.indices[:taken], sent.values[:taken].astype(np.float64), n_weights, check=False
-    )
-    accumulated = SparseVector(accumulated.indices, accumulated.values, n_weights, check=False)
-    total = D.norm(accumulated)
-    mine = D.difference_norm(accumulated, sent) / total if total > 0 else 0.0
-    index_dtype = np.uint32 if 2 * n_weights < 2**32 else np.uint64
-    indices = np.concatenate([accumulated.indices, sent.indices.astype(np.int64) + n_weights])
-    both = SparseVector(
-        indices.astype(index_dtype),
-        np.concatenate([accumulated.values, sent.values]),
-        2 * n_weights,
-        check=False,
-    )
-    sums = collectives.allreduce(both, comm, out="sparse")
-    cut = np.searchsorted(sums.indices, n_weights)
-    sum_accumulated = SparseVector(sums.indices[:cut], sums.values[:cut], n_weights, check=False)
-    sum_sent = SparseVector(
-        sums.indices[cut:] - sums.indices.dtype.type(n_weights),
-        sums.values[cut:],
-        n_weights,
-        check=False,
-    )
-    largest = np.empty(1)
-    comm.Allreduce(np.array([mine]), largest, op=MPI.MAX)
-    return float(largest[0]), D.xi(sum_sent, sum_accumulated, setup.k())
 
 
 def _unsigned(array):
@@ -295,7 +201,7 @@ def _unsigned(array):
 
 
 class _Epochs:
-    """The steps of epochs on every rank of ``comm`` over this rank's rows."""
+    """The steps and exchanges of epochs on every rank of ``comm`` over this rank's rows."""
 
     def __init__(self, X, y, row_weight, setup, weights, comm):
         self.X, self.y, self.row_weight = X, y, row_weight
@@ -305,56 +211,40 @@ class _Epochs:
         self.counts = np.empty(nprocs, np.int64)
         comm.Allgather(np.array([X.shape[0]], np.int64), self.counts)
         self.steps = int(-(-self.counts.max() // setup.batch_size))
-        self.params = setup.params(setup.batch_size * nprocs)
-        self.local = nprocs == 1 and setup.compression is None and not setup.overlap
-        self.pending = None  # with overlap: the last step's sum in flight, its rate and rows
-        self.buffers = None if self.local else _Buffers(X, setup)
-        self.index_dtype = np.uint32 if setup.size < 2**32 else np.uint64
-        self.diagnose = setup.diagnostics and setup.compression == "topk"
-        self.gamma, self.xi = [], []  # per step of the epoch, with diagnostics
+        self.params = setup.params()
+        self.coefs = np.empty((setup.n_out, setup.batch_size))
+        exchanging = nprocs > 1 or setup.compression is not None
+        weights.prepare(setup, exchanging)
+        self.exchange = E.make(setup, weights, comm) if exchanging else None
 
     def run(self, order, stats):
         """One epoch over this rank's rows in ``order``; the rank's summed loss."""
-        X, w = self.X, self.weights
-        if self.local:
-            return K.local_epoch(
-                self.indptr,
-                self.indices,
-                X.data,
-                order,
-                self.setup.batch_size,
-                self.y,
-                self.row_weight,
-                self.setup.pos_weight,
-                self.setup.neg_weight,
-                self.params,
-                w.state,
-                w.v,
-                w.intercept,
-                w.l1_applied,
-                w.offsets,
-                w.base,
-                w.average_intercept,
-            )
-        batch = self.setup.batch_size
+        w, setup = self.weights, self.setup
+        if self.exchange is None:
+            return self._steps(order, 0, self.steps)
+        if w.period == 0:  # chosen once, on the first epoch's order
+            w.period = E.period(setup, self.indptr, self.indices, order, self.steps, self.comm)
+        self.exchange.begin_epoch()
         loss_sum = 0.0
-        self.step_entries = self.sent_entries = 0
-        self.gamma, self.xi = [], []
-        for step in range(self.steps):
-            rows = order[step * batch : (step + 1) * batch]
-            rows_in_step = int(np.clip(self.counts - step * batch, 0, batch).sum())
-            loss_sum += self.step(step, rows, rows_in_step, stats)
-        self.settle()
+        batch = setup.batch_size
+        for first in range(0, self.steps, w.period):
+            stop = min(first + w.period, self.steps)
+            loss_sum += self._steps(order, first, stop)
+            active = int(np.count_nonzero(self.counts > first * batch))
+            self.exchange(active, stats)
+        self.exchange.end_epoch()
         return loss_sum
 
-    def step(self, step, rows, rows_in_step, stats):
-        """One lock-step SGD step over ``rows``; this rank's summed loss over them."""
-        X, w, b, setup = self.X, self.weights, self.buffers, self.setup
-        n, loss_sum, eta = K.batch_gradient(
+    def _steps(self, order, first, stop):
+        X, w, setup = self.X, self.weights, self.setup
+        return K.steps(
             self.indptr,
             self.indices,
             X.data,
-            rows,
+            order,
+            first,
+            stop,
+            setup.batch_size,
             self.y,
             self.row_weight,
             setup.pos_weight,
@@ -363,63 +253,13 @@ class _Epochs:
             w.state,
             w.v,
             w.intercept,
-            b.slot,
-            b.cols,
-            b.acc,
-            b.out_idx,
-            b.out_val,
-        )
-        vec = SparseVector(
-            b.out_idx[:n].astype(self.index_dtype),
-            b.out_val[:n].astype(setup.value_dtype),
-            setup.size,
-            check=False,
-        )
-        self.step_entries += vec.nnz
-        if setup.compression == "topk":
-            vec, accumulated = _compress(vec, setup, w)
-            if accumulated is not None:
-                gamma, xi = _diagnose(accumulated, vec, setup, self.comm)
-                self.gamma.append(gamma)
-                self.xi.append(xi)
-        self.sent_entries += vec.nnz
-        options = dict(algorithm=setup.algorithm, stats=stats)
-        if setup.quantization_bits:
-            # the same on every rank, new every step: (seed, epoch, step)
-            options["quantization_bits"] = setup.quantization_bits
-            options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | step
-        if setup.overlap:
-            self.settle()
-            self.pending = collectives.iallreduce(vec, self.comm, **options), eta, rows_in_step
-        else:
-            self.apply(collectives.allreduce(vec, self.comm, **options), eta, rows_in_step)
-        return loss_sum
-
-    def settle(self):
-        """Wait for the sum in flight, if any, and apply it."""
-        if self.pending is not None:
-            request, eta, rows_in_step = self.pending
-            self.pending = None
-            self.apply(request.wait(), eta, rows_in_step)
-
-    def apply(self, total, eta, rows_in_step):
-        """Apply the summed step ``total`` taken at rate ``eta`` over ``rows_in_step`` rows."""
-        w = self.weights
-        if isinstance(total, np.ndarray):
-            total = SparseVector.from_dense(total)
-        K.take_step(
-            total.indices,
-            total.values,
-            eta,
-            rows_in_step,
-            self.params,
-            w.state,
-            w.v,
-            w.intercept,
             w.l1_applied,
             w.offsets,
-            w.base,
             w.average_intercept,
+            w.agreed,
+            w.agreed_intercept,
+            w.residual if w.residual is not None else _NONE,
+            self.coefs,
         )
 
 
@@ -437,10 +277,9 @@ def train(
     multiclass, or the value), ``row_weight`` their sample weights. ``validation`` is this
     rank's held-out ``(X, y, weight)`` for early stopping, or None. Convergence (``tol``,
     ``n_iter_no_change``, early stopping) is decided on global sums, so every rank stops
-    at the same epoch.
+    at the same epoch. A loss or model that is no longer finite raises ``ValueError``.
     """
     nprocs, rank = comm.Get_size(), comm.Get_rank()
-    weights.prepare(setup)
     epochs = _Epochs(X, y, row_weight, setup, weights, comm)
     history = []
     best = np.inf
@@ -456,21 +295,27 @@ def train(
             order = np.arange(X.shape[0])
         loss_sum = epochs.run(order, stats)
         if setup.l1 > 0:
+            model = weights.agreed if weights.agreed.size else weights.v
             K.apply_l1_everywhere(
-                epochs.params, weights.state, weights.v, weights.l1_applied, weights.offsets
+                epochs.params, weights.state, model, weights.l1_applied, weights.offsets
             )
+            if model is not weights.v:
+                np.copyto(weights.v, model)
         sums = [loss_sum, float(row_weight.sum())]
         if validation is not None:
             sums += validation_sums(validation, weights, setup)
         sums = _global_sums(comm, sums)
+        exchange = epochs.exchange
         record = Epoch(
             epoch=weights.epochs,
             loss=sums[0] / max(sums[1], 1e-300),
             seconds=time.perf_counter() - begin,
             steps=epochs.steps,
             rows=int(epochs.counts.sum()),
+            exchanges=exchange.calls if exchange else 0,
+            local_steps=weights.period,
             stats=stats,
-            dense_bytes=epochs.steps
+            dense_bytes=(exchange.calls if exchange else 0)
             * 2
             * (nprocs - 1)
             * setup.size
@@ -479,12 +324,13 @@ def train(
             validation_score=(
                 validation_score(sums[2:], setup) if validation is not None else None
             ),
-            step_entries=None if epochs.local else epochs.step_entries,
-            sent_entries=None if epochs.local else epochs.sent_entries,
-            gamma=epochs.gamma if epochs.diagnose else None,
-            xi=epochs.xi if epochs.diagnose else None,
+            step_entries=exchange.change_entries if exchange else None,
+            sent_entries=exchange.sent_entries if exchange else None,
+            gamma=exchange.gamma if exchange and setup.diagnostics else None,
+            xi=exchange.xi if exchange and setup.diagnostics else None,
         )
         history.append(record)
+        _check_finite(record, weights, setup)
         if setup.verbose and rank == 0:
             print(_describe(record), flush=True)
         if setup.callback is not None:
@@ -504,6 +350,22 @@ def train(
             else:
                 break
     return history
+
+
+def _check_finite(record, weights, setup):
+    """Raise, on every rank alike, when training has overflowed (as scikit-learn does)."""
+    finite = math.isfinite(record.loss) and math.isfinite(weights.state[K.WSCALE])
+    finite = finite and bool(np.isfinite(weights.intercept).all())
+    if finite:  # the weights: every rank holds the same after an epoch
+        finite = bool(np.isfinite(weights.v.max()) and np.isfinite(weights.v.min()))
+    if not finite:
+        raise ValueError(
+            f"Floating-point under-/overflow occurred at epoch #{record.epoch}: the loss or "
+            f"the weights are no longer finite (mean loss {record.loss!r}). Scaling the "
+            "input data (StandardScaler or MaxAbsScaler) or a smaller learning rate "
+            f"(eta0, currently {setup.eta0!r} with learning_rate={setup.learning_rate!r}) "
+            "might help."
+        )
 
 
 def _describe(record):

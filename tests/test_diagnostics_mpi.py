@@ -4,14 +4,14 @@ from a replay of the whole training."""
 import numpy as np
 import pytest
 from mpirun import run_mpi
-from topk_reference import gamma_dense, reference_topk_fit, sparse_problem, xi_dense
+from local_sgd_reference import gamma_dense, reference_fit, sparse_problem, xi_dense
 
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 
 BOUNDS = [0, 100, 192, 284]  # ranks 1 and 2 run out of rows a step before rank 0
 COMMON = dict(
     loss="log_loss", alpha=0.01, learning_rate="constant", eta0=0.05, batch_size=8,
-    max_iter=3, tol=None, compression="topk", topk=8, random_state=0,
+    max_iter=3, tol=None, compression="topk", topk=8, random_state=0, local_steps=2,
 )  # fmt: skip
 CONFIGS = [
     dict(classes=2, shuffle=False),  # replayed
@@ -43,13 +43,13 @@ def recorded(tmp_path_factory):
 @pytest.mark.parametrize("number", range(len(CONFIGS)))
 def test_gamma_and_xi_follow_from_every_ranks_vectors(recorded, number):
     *_, saved = recorded
-    accs, sents = saved[f"acc_{number}"], saved[f"sent_{number}"]  # (steps, ranks, n)
+    accs, sents = saved[f"acc_{number}"], saved[f"sent_{number}"]  # (exchanges, ranks, n)
     gamma = [
         max(gamma_dense(a, s) for a, s in zip(step_accs, step_sents, strict=True))
         for step_accs, step_sents in zip(accs, sents, strict=True)
     ]
     xi = [xi_dense(a, s, COMMON["topk"]) for a, s in zip(accs, sents, strict=True)]
-    assert accs.shape[:2] == (3 * 13, 3)
+    assert accs.shape[:2] == (3 * 7, 3)  # 13 steps an epoch, exchanges every 2
     np.testing.assert_allclose(saved[f"gamma_{number}"], gamma, rtol=1e-9, atol=0)
     np.testing.assert_allclose(saved[f"xi_{number}"], xi, rtol=1e-9, atol=1e-15)
     assert 0.3 < np.median(gamma) and max(gamma) < 1
@@ -61,10 +61,10 @@ def test_three_ranks_follow_a_numpy_replay(recorded, number):
     X, y, saved = recorded
     config = CONFIGS[number]
     blocks = [(X[a:b], y[a:b]) for a, b in zip(BOUNDS, BOUNDS[1:], strict=False)]
-    w, b, gammas, xis = reference_topk_fit(
+    w, b, gammas, xis = reference_fit(
         blocks, alpha=COMMON["alpha"], eta0=COMMON["eta0"], batch=COMMON["batch_size"],
-        epochs=COMMON["max_iter"], k=COMMON["topk"], intercept_decay=0.01,
-        error_feedback=config.get("error_feedback", True), delayed=config.get("overlap", False),
+        epochs=COMMON["max_iter"], k=COMMON["topk"], period=COMMON["local_steps"],
+        error_feedback=config.get("error_feedback", True), overlap=config.get("overlap", False),
     )  # fmt: skip
     np.testing.assert_allclose(saved[f"coef_{number}"].ravel(), w, rtol=1e-9, atol=1e-13)
     np.testing.assert_allclose(saved[f"intercept_{number}"], [b], rtol=1e-9, atol=1e-13)

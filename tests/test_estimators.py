@@ -8,7 +8,7 @@ from scipy.special import expit
 from sklearn.datasets import load_svmlight_file, make_classification, make_regression
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 from testdata import LIBSVM, needs_a9a
-from topk_reference import sparse_problem
+from local_sgd_reference import sparse_problem
 
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
 from sparcml_apps.datasets import make_url_like

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from sparcml_apps import SparseSGDClassifier, training
+from sparcml_apps import SparseSGDClassifier, exchange
 
 comm = MPI.COMM_WORLD
 data_path, output, bounds, configs = sys.argv[1:]
@@ -23,24 +23,22 @@ X = sp.csr_matrix((data["data"], data["indices"], data["indptr"]), shape=tuple(d
 bounds = [int(b) for b in bounds.split(",")]
 mine = slice(bounds[comm.rank], bounds[comm.rank + 1])
 
-seen = []  # this rank's dense (acc_p, sent_p) of every step, as TopK worked on them
-compress = training._compress
+seen = []  # this rank's dense (acc_p, sent_p) of every exchange, as TopK worked on them
+diagnose = exchange._diagnose
 
 
-def watched_compress(vec, setup, weights):
-    sent, accumulated = compress(vec, setup, weights)
-    if accumulated is not None:
-        n_weights = setup.n_out * setup.n_features
-        acc = np.zeros(n_weights)
-        acc[accumulated.indices] = accumulated.values
-        kept = sent.indices < n_weights
-        taken = np.zeros(n_weights)
-        taken[sent.indices[kept]] = sent.values[kept]
-        seen.append((acc, taken))
-    return sent, accumulated
+def watched_diagnose(accumulated, sent, setup, comm):
+    n_weights = setup.n_out * setup.n_features
+    acc = np.zeros(n_weights)
+    acc[accumulated.indices] = accumulated.values
+    kept = sent.indices < n_weights
+    taken = np.zeros(n_weights)
+    taken[sent.indices[kept]] = sent.values[kept]
+    seen.append((acc, taken))
+    return diagnose(accumulated, sent, setup, comm)
 
 
-training._compress = watched_compress
+exchange._diagnose = watched_diagnose
 
 
 def fail(message):
@@ -63,7 +61,7 @@ for number, options in enumerate(ast.literal_eval(configs)):
     everything = np.concatenate([model.coef_.ravel(), model.intercept_, gamma, xi])
     if comm.bcast(everything, root=0).tobytes() != everything.tobytes():
         fail(f"options {number}: the model or the diagnostics differ from rank 0's")
-    everyone = comm.gather(np.array(seen), root=0)  # per rank: (steps, 2, n_weights)
+    everyone = comm.gather(np.array(seen), root=0)  # per rank: (exchanges, 2, n_weights)
     if comm.rank == 0:
         saved[f"acc_{number}"] = np.stack([steps[:, 0] for steps in everyone], axis=1)
         saved[f"sent_{number}"] = np.stack([steps[:, 1] for steps in everyone], axis=1)

@@ -1,0 +1,289 @@
+"""How the ranks combine their local steps: every few steps, the mean of their changes.
+
+Each rank takes SGD steps on its own rows against its own copy ``v`` of the model
+(:func:`kernels.steps`). Every ``period`` steps the ranks exchange: each sends its changes
+since they last agreed (the nonzeros of ``v - agreed``, found in one pass over the model,
+and every intercept's) through :func:`collectives.allreduce`, and every rank adds the mean
+of the changes, over the ranks that held rows in the period, to the agreed model
+(:func:`kernels.settle`), which then replaces its copy. The L2 shrink of a step is the
+scalar ``wscale``, which every rank applies alike, so the changes stay sparse: the union of
+the columns a rank's rows touched. With a period of one step this is mini-batch SGD over
+all ranks' rows.
+
+An exchange strategy is an object with ``begin_epoch``, ``__call__`` and ``end_epoch``;
+the training loop reads the same whichever it is: :class:`Exchange` sends the exact changes,
+:class:`TopKExchange` only the largest of them (and keeps the rest for later, with error
+feedback). With ``overlap`` an exchange travels (:func:`collectives.iallreduce`) while the
+next period's steps run, and is added when the next exchange begins.
+"""
+
+import numpy as np
+
+import collectives
+from collectives import SparseVector
+
+from . import diagnostics as D
+from . import kernels as K
+
+EXCHANGE_SHARE = 0.1
+"""``local_steps="auto"`` picks the shortest period whose exchange the cost model
+expects to take at most this share of the period's steps."""
+STEP_ENTRY_SECONDS = 8e-9
+"""Seconds per nonzero of a step's rows (predicting, then updating the weights)."""
+SCAN_SECONDS = 2e-9
+"""Seconds per entry of the model an exchange passes over (finding the changes, copying
+the agreed model back)."""
+CHANGE_ENTRY_SECONDS = 1e-8
+"""Seconds per entry of a rank's changes, besides the allreduce: writing them and adding
+the mean to the agreed model."""
+
+
+_EMPTY = SparseVector(np.empty(0, np.uint32), np.empty(0), 1, check=False)
+
+
+def make(setup, weights, comm):
+    """The exchange strategy of ``setup``."""
+    return (TopKExchange if setup.compression == "topk" else Exchange)(setup, weights, comm)
+
+
+class Exchange:
+    """The exact mean of the ranks' changes."""
+
+    def __init__(self, setup, weights, comm):
+        self.setup, self.weights, self.comm = setup, weights, comm
+        self.params = setup.params()
+        self.index_dtype = np.uint32 if setup.size < 2**32 else np.uint64
+        self.buffer = self._buffer(0)  # this rank's changes, written in place
+        self.pending = None  # with overlap: (request, scale, this rank's changes)
+        self.calls = 0  # exchanges this epoch
+        self.change_entries = self.sent_entries = 0  # this epoch's, of this rank
+        self.gamma, self.xi = [], []  # per exchange, with diagnostics
+
+    def _buffer(self, n):
+        return np.empty(n, self.index_dtype), np.empty(n, self.setup.value_dtype)
+
+    def begin_epoch(self):
+        self.calls = self.change_entries = self.sent_entries = 0
+        self.gamma, self.xi = [], []
+
+    def __call__(self, active, stats):
+        """Exchange the changes of a period in which ``active`` ranks held rows."""
+        setup, w = self.setup, self.weights
+        self.finish()  # the changes are taken against the newest agreed model
+        n = K.count_changes(w.v, w.agreed, w.intercept, w.agreed_intercept)
+        idx, val = self.buffer
+        if idx.size < n:
+            idx, val = self.buffer = self._buffer(max(n, idx.size + idx.size // 2))
+        n = K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, idx, val)
+        mine = SparseVector(idx[:n], val[:n], setup.size, check=False)
+        self.change_entries += mine.nnz
+        sent = self.outgoing(mine)
+        self.sent_entries += sent.nnz
+        options = {"algorithm": setup.algorithm, "stats": stats}
+        if setup.quantization_bits:
+            # the same on every rank, new every exchange: (seed, epoch, exchange)
+            options["quantization_bits"] = setup.quantization_bits
+            options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | self.calls
+        self.calls += 1
+        state = w.state
+        # the average books the changes as made halfway through the period
+        made = state[K.PERIOD_SUM] / 2, state[K.PERIOD_STEPS] / 2, state[K.UNITS]
+        state[K.PERIOD_SUM] = state[K.PERIOD_STEPS] = 0.0
+        if setup.overlap:
+            request = collectives.iallreduce(sent, self.comm, **options)
+            self.pending = request, active, mine, made
+            return
+        total = collectives.allreduce(sent, self.comm, **options)
+        self._settle(total, 1.0 / active, _EMPTY, 1.0, made[0], made[1])
+        np.copyto(w.v, w.agreed)
+        np.copyto(w.intercept, w.agreed_intercept)
+
+    def _settle(self, total, scale, mine, own_scale, back_sum, back_steps):
+        w = self.weights
+        if isinstance(total, np.ndarray):
+            total = SparseVector.from_dense(total)
+        K.settle(
+            total.indices,
+            total.values,
+            scale,
+            mine.indices,
+            mine.values,
+            own_scale,
+            back_sum,
+            back_steps,
+            self.params,
+            w.state,
+            w.v,
+            w.intercept,
+            w.agreed,
+            w.agreed_intercept,
+            w.l1_applied,
+            w.offsets,
+            w.average_intercept,
+        )
+
+    def finish(self):
+        """Add the exchange in flight, if any (``overlap``): the agreed model takes the
+        mean, and this rank's copy takes it instead of the changes it sent, keeping the
+        steps it took meanwhile (which the average books from when they were made)."""
+        if self.pending is None:
+            return
+        request, active, mine, (back_sum, back_steps, units) = self.pending
+        self.pending = None
+        total = request.wait()
+        state = self.weights.state
+        rescaled = state[K.UNITS] / units  # folds of wscale into v since it was sent
+        self._settle(
+            total,
+            rescaled / active,
+            mine,
+            rescaled,
+            back_sum / rescaled + state[K.PERIOD_SUM],
+            back_steps + state[K.PERIOD_STEPS],
+        )
+
+    def end_epoch(self):
+        """Nothing is in flight and every rank's copy is the agreed model."""
+        self.finish()
+        w = self.weights
+        np.copyto(w.v, w.agreed)
+        np.copyto(w.intercept, w.agreed_intercept)
+
+    def outgoing(self, changes):
+        """What this rank sends of its ``changes``: all of them."""
+        return changes
+
+
+class TopKExchange(Exchange):
+    """Only the ``topk`` largest of each rank's changes plus its residual (what earlier
+    exchanges did not send, with error feedback); the intercepts always travel."""
+
+    def outgoing(self, changes):
+        setup, w = self.setup, self.weights
+        n_weights = setup.n_out * setup.n_features
+        if w.residual is None:
+            w.residual = np.zeros(n_weights)
+            w.in_support = np.zeros(n_weights, np.bool_)
+            w.support = np.empty(n_weights, np.int64)
+            w.n_support = 0
+        split = np.searchsorted(changes.indices, n_weights)
+        diagnose = setup.diagnostics
+        accumulated = _accumulated(changes, split, w) if diagnose else None
+        k = setup.k()
+        extra = changes.nnz - split  # the intercepts
+        idx = np.empty(k + extra, self.index_dtype)
+        val = np.empty(k + extra, setup.value_dtype)
+        taken, w.n_support = K.topk(
+            changes.indices[:split],
+            changes.values[:split],
+            k,
+            w.residual,
+            w.in_support,
+            w.support,
+            w.n_support,
+            setup.error_feedback,
+            idx,
+            val,
+        )
+        idx[taken : taken + extra] = changes.indices[split:]
+        val[taken : taken + extra] = changes.values[split:]
+        sent = SparseVector(idx[: taken + extra], val[: taken + extra], setup.size, check=False)
+        if diagnose:
+            gamma, xi = _diagnose(accumulated, sent, setup, self.comm)
+            self.gamma.append(gamma)
+            self.xi.append(xi)
+        return sent
+
+
+def _accumulated(changes, split, weights):
+    """The vector TopK is taken from, in float64: the residual before the exchange plus
+    the ``split`` weight entries of the changes (not the intercepts)."""
+    idx = changes.indices[:split].astype(np.int64)
+    if weights.n_support == 0:
+        return SparseVector(
+            idx, changes.values[:split].astype(np.float64), changes.size, check=False
+        )
+    indices = np.union1d(weights.support[: weights.n_support], idx)
+    values = weights.residual[indices]
+    values[np.searchsorted(indices, idx)] += changes.values[:split]
+    return SparseVector(indices, values, changes.size, check=False)
+
+
+def _diagnose(accumulated, sent, setup, comm):
+    """``(gamma, xi)`` of one exchange, the same on every rank of ``comm``: the largest of
+    the ranks' ``||acc_p - sent_p|| / ||acc_p||``, and ``xi`` of their sums (one exact
+    allreduce of ``[acc_p | sent_p]``, not counted in the traffic, and one of the largest)."""
+    from mpi4py import MPI
+
+    n_weights = setup.n_out * setup.n_features
+    taken = np.searchsorted(sent.indices, n_weights)  # the intercepts come last
+    sent = SparseVector(
+        sent.indices[:taken], sent.values[:taken].astype(np.float64), n_weights, check=False
+    )
+    accumulated = SparseVector(accumulated.indices, accumulated.values, n_weights, check=False)
+    total = D.norm(accumulated)
+    mine = D.difference_norm(accumulated, sent) / total if total > 0 else 0.0
+    index_dtype = np.uint32 if 2 * n_weights < 2**32 else np.uint64
+    indices = np.concatenate([accumulated.indices, sent.indices.astype(np.int64) + n_weights])
+    both = SparseVector(
+        indices.astype(index_dtype),
+        np.concatenate([accumulated.values, sent.values]),
+        2 * n_weights,
+        check=False,
+    )
+    sums = collectives.allreduce(both, comm, out="sparse")
+    cut = np.searchsorted(sums.indices, n_weights)
+    sum_accumulated = SparseVector(sums.indices[:cut], sums.values[:cut], n_weights, check=False)
+    sum_sent = SparseVector(
+        sums.indices[cut:] - sums.indices.dtype.type(n_weights),
+        sums.values[cut:],
+        n_weights,
+        check=False,
+    )
+    largest = np.empty(1)
+    comm.Allreduce(np.array([mine]), largest, op=MPI.MAX)
+    return float(largest[0]), D.xi(sum_sent, sum_accumulated, setup.k())
+
+
+def period(setup, indptr, indices, order, steps, comm):
+    """The local steps between exchanges: ``setup.local_steps``, or for ``"auto"`` the
+    shortest power of two whose exchange the cost model expects to take at most
+    :data:`EXCHANGE_SHARE` of its steps' time (at most an epoch's ``steps``), from how the
+    columns of a rank's rows grow in ``order``. Every rank gets the same: the busiest
+    rank's counts decide, and rank 0's calibration."""
+    from mpi4py import MPI
+
+    if setup.local_steps != "auto":
+        return max(1, min(int(setup.local_steps), steps))
+    batch = setup.batch_size
+    counts = np.zeros((2, 64), np.int64)
+    lengths = np.array([min(order.size, batch << i) for i in range(64)], np.int64)
+    if order.size:
+        columns, nonzeros = K.union_growth(indptr, indices, order, lengths, setup.n_features)
+        counts[0], counts[1] = columns, nonzeros
+    comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.MAX)
+    constants = collectives.cost_constants(comm)
+    nprocs = comm.Get_size()
+    itemsize = np.dtype(setup.value_dtype).itemsize
+    index_itemsize = 4 if setup.size < 2**32 else 8
+    for i in range(64):
+        period_steps = min(1 << i, steps)
+        entries = int(counts[0, i]) * setup.n_out + setup.n_out
+        compute = counts[1, i] * setup.n_out * STEP_ENTRY_SECONDS
+        cost = setup.size * SCAN_SECONDS + entries * CHANGE_ENTRY_SECONDS
+        if nprocs > 1:
+            cost += min(
+                collectives.cost_model.predict(
+                    name,
+                    nprocs,
+                    setup.size,
+                    entries,
+                    value_itemsize=itemsize,
+                    index_itemsize=index_itemsize,
+                    **constants,
+                ).seconds
+                for name in collectives.ALGORITHMS
+            )
+        if cost <= EXCHANGE_SHARE * compute or period_steps == steps:
+            return period_steps
+    return steps

@@ -1,0 +1,225 @@
+"""A plain numpy replay of training as documented: local steps on every rank, and every
+``period`` steps the mean of the ranks' changes (optionally TopK of them, with error
+feedback, and optionally a period late: overlap), with the TopK diagnostics.
+
+Everything is in the weights' own units (no ``wscale``) and dense: rows in each rank's
+order (no shuffle); a step of rank p takes its next ``batch`` rows, the mean of their
+gradients at the rate of the sample time ``t`` (steps so far), after the L2 shrink of one
+step, which every copy, the agreed model, the residuals and the changes in flight take
+alike. On one rank
+without compression the steps change the model itself (L1 clipped on the touched
+weights, the average summing the model); otherwise each rank changes its own copy, and
+at an exchange the agreed model takes the mean over the ranks that held rows in the
+period, L1 clipped where it changed, the average summing the agreed model.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.datasets import make_classification
+
+
+def topk_dense(vec, k):
+    """``vec`` with all but its ``k`` largest magnitudes set to zero (ties: lower index)."""
+    kept = np.zeros_like(vec)
+    top = np.argsort(-np.abs(vec), kind="stable")[:k]
+    kept[top] = vec[top]
+    return kept
+
+
+def gamma_dense(acc, sent):
+    total = np.linalg.norm(acc)
+    return np.linalg.norm(acc - sent) / total if total > 0 else 0.0
+
+
+def xi_dense(accs, sents, k):
+    """xi of the ranks' dense ``accs`` and the ``sents`` TopK took from them."""
+    total_acc, total_sent = np.sum(accs, axis=0), np.sum(sents, axis=0)
+    total = np.linalg.norm(total_acc)
+    if total == 0:
+        return 0.0
+    return np.linalg.norm(total_sent - topk_dense(total_acc, k)) / total
+
+
+def log_loss_slope(p, y):
+    """The derivative of the log loss in ``p``, with scikit-learn's cut-offs at |p y| > 18."""
+    z = p * y
+    e = np.exp(-np.clip(z, -18.0, None))
+    return np.where(z > 18.0, -y * e, np.where(z < -18.0, -y, -y * e / (1.0 + e)))
+
+
+def squared_error_slope(p, y):
+    return p - y
+
+
+SLOPES = {"log_loss": log_loss_slope, "squared_error": squared_error_slope}
+
+
+def reference_fit(
+    blocks,
+    *,
+    alpha,
+    batch,
+    epochs,
+    period=1,
+    l1_ratio=0.0,
+    average=0,
+    intercept_decay=0.01,
+    loss="log_loss",
+    learning_rate="constant",
+    eta0=0.01,
+    power_t=0.5,
+    k=None,
+    error_feedback=True,
+    overlap=False,
+):
+    """Train on ``blocks``, one ``(X, y)`` a rank (y in +-1, or values). ``average``: the
+    sample time averaging starts at (0: never); ``k``: TopK of the changes (None: all).
+    Returns ``w``, ``b`` (averaged with ``average``) and per epoch the lists of ``gamma``
+    (largest over the ranks) and ``xi``, one an exchange (with ``k``)."""
+    slope = SLOPES[loss]
+    width = blocks[0][0].shape[1]
+    nprocs = len(blocks)
+    alone = nprocs == 1 and k is None
+    w, b = np.zeros(width), 0.0  # the agreed model (the model itself when alone)
+    copies = [np.zeros(width) for _ in blocks]
+    intercepts = [0.0] * nprocs
+    residuals = [np.zeros(width) for _ in blocks]
+    counts = [X.shape[0] for X, _ in blocks]
+    steps = max(-(-n // batch) for n in counts)
+    t, l1_total, l1_applied = 1.0, 0.0, np.zeros(width)
+    sums, intercept_sum, averaged_steps = np.zeros(width), 0.0, 0
+    # the period's averaged steps, each weighted by its shrink relative to now, and counted
+    weight, counted = 0.0, 0
+    gammas, xis = [], []
+    pending = None  # with overlap: (mean change, intercept change, own changes, weight, count)
+
+    def clip(model, columns):
+        for j in columns:
+            z = model[j]
+            if z > 0:
+                model[j] = max(0.0, z - (l1_total + l1_applied[j]))
+            elif z < 0:
+                model[j] = min(0.0, z + (l1_total - l1_applied[j]))
+            l1_applied[j] += model[j] - z
+
+    def settle(change, intercept_change, back_weight, back_count):
+        """The agreed model takes the change; the average books it from ``back`` ago."""
+        nonlocal b, intercept_sum
+        before = w.copy()
+        w[:] += change
+        b += intercept_change
+        if l1_ratio > 0:
+            clip(w, np.flatnonzero(change))
+        if averaged_steps:
+            sums[:] += (w - before) * back_weight
+            intercept_sum += intercept_change * back_count
+        return w - before
+
+    for _ in range(epochs):
+        gammas.append([])
+        xis.append([])
+        for step in range(steps):
+            if learning_rate == "optimal":
+                # as scikit-learn: the first step at the rate of a typical weight
+                typical = np.sqrt(1.0 / np.sqrt(alpha))
+                eta = 1.0 / (alpha * (1.0 / (typical * alpha) + t - 1.0))
+            elif learning_rate == "constant":
+                eta = eta0
+            else:
+                eta = eta0 / t**power_t
+            coefs = []
+            for p, (X, y) in enumerate(blocks):
+                rows = X[step * batch : (step + 1) * batch]
+                own = w if alone else copies[p]
+                margin = rows @ own + (b if alone else intercepts[p])
+                target = y[step * batch : (step + 1) * batch]
+                coefs.append(eta * slope(margin, target) / max(rows.shape[0], 1))
+            factor = max(0.0, 1.0 - eta * alpha * (1 - l1_ratio))
+            w *= factor
+            for p in range(nprocs):
+                copies[p] *= factor
+                residuals[p] *= factor
+            weight /= factor
+            if pending is not None:  # changes in flight shrink with the weights
+                change, intercept_change, mine, back_weight, back_count = pending
+                mine = [(m * factor, i) for m, i in mine]
+                pending = change * factor, intercept_change, mine, back_weight / factor, back_count
+            l1_total += eta * alpha * l1_ratio
+            averaging = average and t >= average
+            for p, (X, _) in enumerate(blocks):
+                rows = X[step * batch : (step + 1) * batch]
+                if alone:
+                    w -= rows.T @ coefs[p]
+                    b -= coefs[p].sum() * intercept_decay
+                    if l1_ratio > 0:
+                        clip(w, np.unique(rows.indices))
+                else:
+                    copies[p] -= rows.T @ coefs[p]
+                    intercepts[p] -= coefs[p].sum() * intercept_decay
+            if averaging:
+                sums += w
+                intercept_sum += b
+                averaged_steps += 1
+                weight += 1.0
+                counted += 1
+            t += 1
+            if alone or not ((step + 1) % period == 0 or step + 1 == steps):
+                continue
+            # an exchange
+            first = step + 1 - ((step % period) + 1)
+            active = sum(n > first * batch for n in counts)
+            if pending is not None:  # the copies take the agreed model's change instead
+                change, intercept_change, mine, back_weight, back_count = pending
+                applied = settle(
+                    change, intercept_change, back_weight / 2 + weight, back_count / 2 + counted
+                )
+                for p in range(nprocs):
+                    copies[p] += applied - mine[p][0]
+                    intercepts[p] += intercept_change - mine[p][1]
+                pending = None
+            mine = [(copies[p] - w, intercepts[p] - b) for p in range(nprocs)]
+            sents, accs = [], []
+            for p in range(nprocs):
+                change = mine[p][0]
+                if k is not None:
+                    acc = residuals[p] + change
+                    sent = topk_dense(acc, k)
+                    residuals[p] = acc - sent if error_feedback else np.zeros(width)
+                    accs.append(acc)
+                    change = sent
+                sents.append(change)
+            if k is not None:
+                gammas[-1].append(max(gamma_dense(a, s) for a, s in zip(accs, sents, strict=True)))
+                xis[-1].append(xi_dense(accs, sents, k))
+            change = np.sum(sents, axis=0) / active
+            intercept_change = sum(m[1] for m in mine) / active
+            made = weight, counted
+            weight, counted = 0.0, 0
+            if overlap and step + 1 < steps:
+                pending = change, intercept_change, mine, *made
+                continue
+            settle(change, intercept_change, made[0] / 2, made[1] / 2)
+            for p in range(nprocs):
+                copies[p] = w.copy()
+                intercepts[p] = b
+        if l1_ratio > 0:
+            clip(w, range(width))
+        for p in range(nprocs):
+            copies[p] = w.copy()
+            intercepts[p] = b
+    if average and averaged_steps:
+        return sums / averaged_steps, intercept_sum / averaged_steps, gammas, xis
+    return w, b, gammas, xis
+
+
+def sparse_problem(n_samples=300, n_features=200, n_classes=2, seed=0):
+    """Small sparse rows (about 18% nonzero) and labels, binary in +-1 or class indices."""
+    X, y = make_classification(
+        n_samples=n_samples,
+        n_features=n_features,
+        n_informative=20,
+        n_classes=n_classes,
+        random_state=seed,
+    )
+    X[np.abs(X) < 1.5] = 0.0
+    return sp.csr_matrix(X), (np.where(y == 1, 1.0, -1.0) if n_classes == 2 else y)

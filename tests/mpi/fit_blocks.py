@@ -1,0 +1,38 @@
+"""Each rank fits its block of rows, for several option sets; rank 0 saves the models.
+
+Arguments: data .npz (X as CSR parts, y), output .npz, block boundaries (comma
+separated), then a Python literal: a list of option dicts. Exits 1 if a rank's model
+differs in any bit from rank 0's.
+"""
+
+import ast
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
+
+comm = MPI.COMM_WORLD
+data_path, output, bounds, configs = sys.argv[1:]
+data = np.load(data_path)
+X = sp.csr_matrix((data["data"], data["indices"], data["indptr"]), shape=tuple(data["shape"]))
+bounds = [int(b) for b in bounds.split(",")]
+mine = slice(bounds[comm.rank], bounds[comm.rank + 1])
+saved = {}
+for number, options in enumerate(ast.literal_eval(configs)):
+    options = dict(options)
+    regressor = options.pop("regressor", False)
+    y = data["target" if regressor else "y"]
+    estimator = SparseSGDRegressor if regressor else SparseSGDClassifier
+    model = estimator(comm=comm, **options).fit(X[mine], y[mine])
+    everything = np.concatenate([model.coef_.ravel(), np.ravel(model.intercept_)])
+    if comm.bcast(everything, root=0).tobytes() != everything.tobytes():
+        print(f"rank {comm.rank}: options {number}: the model differs from rank 0's", flush=True)
+        sys.exit(1)
+    if comm.rank == 0:
+        saved[f"coef_{number}"], saved[f"intercept_{number}"] = model.coef_, model.intercept_
+        saved[f"exchanges_{number}"] = [record["exchanges"] for record in model.comm_stats_]
+if comm.rank == 0:
+    np.savez(output, **saved)

@@ -1,0 +1,65 @@
+"""Training on three ranks against a plain numpy replay of the documented steps: local
+steps on every rank's block of rows and the mean of their changes every few steps."""
+
+import numpy as np
+import pytest
+from local_sgd_reference import reference_fit, sparse_problem
+from mpirun import run_mpi
+
+pytestmark = pytest.mark.usefixtures("compiled_kernels")
+
+BOUNDS = [0, 100, 192, 284]  # ranks 1 and 2 run out of rows a step before rank 0
+COMMON = dict(
+    loss="log_loss", alpha=0.01, learning_rate="constant", eta0=0.05, batch_size=8,
+    max_iter=3, tol=None, shuffle=False,
+)  # fmt: skip
+CONFIGS = [
+    dict(local_steps=1),
+    dict(local_steps=4),
+    dict(local_steps=13),  # one exchange an epoch
+    dict(local_steps=4, penalty="elasticnet", l1_ratio=0.5, average=True),
+    dict(local_steps=4, overlap=True, penalty="l1", l1_ratio=1.0),
+    dict(local_steps=3, batch_size=1, average=40),
+    dict(local_steps=3, overlap=True, average=True),
+    dict(local_steps=5, regressor=True, loss="squared_error", learning_rate="invscaling"),
+]
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    X, y = sparse_problem(n_samples=BOUNDS[-1])
+    target = X @ np.linspace(-1, 1, X.shape[1]) + 0.5
+    tmp = tmp_path_factory.mktemp("blocks")
+    np.savez(
+        tmp / "data.npz", data=X.data, indices=X.indices, indptr=X.indptr, shape=X.shape,
+        y=y, target=target,
+    )  # fmt: skip
+    configs = repr([{**COMMON, **config} for config in CONFIGS])
+    # the script exits non-zero unless every rank holds the same model, bit for bit
+    run_mpi(
+        "fit_blocks.py", 3, tmp / "data.npz", tmp / "out.npz", ",".join(map(str, BOUNDS)),
+        configs, timeout=180,
+    )  # fmt: skip
+    return X, y, target, dict(np.load(tmp / "out.npz"))
+
+
+@pytest.mark.parametrize("number", range(len(CONFIGS)))
+def test_three_ranks_follow_a_numpy_replay(fitted, number):
+    X, y, target, saved = fitted
+    config = {**COMMON, **CONFIGS[number]}
+    regressor = config.get("regressor", False)
+    labels = target if regressor else y
+    blocks = [(X[a:b], labels[a:b]) for a, b in zip(BOUNDS, BOUNDS[1:], strict=False)]
+    l1_ratio = {"l2": 0.0, "l1": 1.0, "elasticnet": config.get("l1_ratio", 0.0)}
+    w, b, *_ = reference_fit(
+        blocks, alpha=config["alpha"], batch=config["batch_size"], epochs=config["max_iter"],
+        period=config["local_steps"], l1_ratio=l1_ratio[config.get("penalty", "l2")],
+        average=int(config.get("average", 0)), loss=config["loss"],
+        learning_rate=config["learning_rate"], eta0=config["eta0"], power_t=0.25,
+        overlap=config.get("overlap", False),
+    )  # fmt: skip
+    np.testing.assert_allclose(saved[f"coef_{number}"].ravel(), w, rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(np.ravel(saved[f"intercept_{number}"]), [b], rtol=1e-9, atol=1e-13)
+    steps = -(-100 // config["batch_size"])
+    exchanges = -(-steps // config["local_steps"])
+    assert saved[f"exchanges_{number}"].tolist() == [exchanges] * config["max_iter"]
