@@ -36,6 +36,12 @@ the agreed model back)."""
 CHANGE_ENTRY_SECONDS = 1e-8
 """Seconds per entry of a rank's changes, besides the allreduce: writing them and adding
 the mean to the agreed model."""
+LIST_ENTRY_SECONDS = 6e-9
+"""Seconds per nonzero of a step's rows to list the weights it touches, and to sort and
+read them at the exchange."""
+LIST_BELOW = 1 / 8
+"""Changes are found from a list of the touched weights when a period's rows hold fewer
+nonzeros than this share of the weights."""
 
 
 _EMPTY = SparseVector(np.empty(0, np.uint32), np.empty(0), 1, check=False)
@@ -53,6 +59,11 @@ class Exchange:
         self.setup, self.weights, self.comm = setup, weights, comm
         self.params = setup.params()
         self.index_dtype = np.uint32 if setup.size < 2**32 else np.uint64
+        self.listing = weights.listing  # find the changes from a list of touched weights
+        n_weights = setup.n_out * setup.n_features
+        self.flags = np.zeros(n_weights if self.listing else 0, np.bool_)
+        self.touched = np.empty(0, np.int64)
+        self.n_touched = 0
         self.buffer = self._buffer(0)  # this rank's changes, written in place
         self.pending = None  # with overlap: (request, scale, this rank's changes)
         self.calls = 0  # exchanges this epoch
@@ -62,6 +73,14 @@ class Exchange:
     def _buffer(self, n):
         return np.empty(n, self.index_dtype), np.empty(n, self.setup.value_dtype)
 
+    def reserve(self, entries):
+        """Room to list ``entries`` more touched weights (when listing)."""
+        need = min(self.n_touched + entries, self.flags.size)
+        if need > self.touched.size:
+            grown = np.empty(max(need, self.touched.size + self.touched.size // 2), np.int64)
+            grown[: self.n_touched] = self.touched[: self.n_touched]
+            self.touched = grown
+
     def begin_epoch(self):
         self.calls = self.change_entries = self.sent_entries = 0
         self.gamma, self.xi = [], []
@@ -70,11 +89,27 @@ class Exchange:
         """Exchange the changes of a period in which ``active`` ranks held rows."""
         setup, w = self.setup, self.weights
         self.finish()  # the changes are taken against the newest agreed model
-        n = K.count_changes(w.v, w.agreed, w.intercept, w.agreed_intercept)
+        if self.listing:
+            n = self.n_touched + setup.n_out
+        else:
+            n = K.count_changes(w.v, w.agreed, w.intercept, w.agreed_intercept)
         idx, val = self.buffer
         if idx.size < n:
             idx, val = self.buffer = self._buffer(max(n, idx.size + idx.size // 2))
-        n = K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, idx, val)
+        if self.listing:
+            n = K.listed_changes(
+                self.flags,
+                self.touched,
+                self.n_touched,
+                w.v,
+                w.agreed,
+                w.intercept,
+                w.agreed_intercept,
+                idx,
+                val,
+            )
+        else:
+            n = K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, idx, val)
         mine = SparseVector(idx[:n], val[:n], setup.size, check=False)
         self.change_entries += mine.nnz
         sent = self.outgoing(mine)
@@ -92,10 +127,15 @@ class Exchange:
         if setup.overlap:
             request = collectives.iallreduce(sent, self.comm, **options)
             self.pending = request, active, mine, made
+            self.n_touched = 0
             return
         total = collectives.allreduce(sent, self.comm, **options)
-        self._settle(total, 1.0 / active, _EMPTY, 1.0, made[0], made[1])
-        np.copyto(w.v, w.agreed)
+        total = self._settle(total, 1.0 / active, _EMPTY, 1.0, made[0], made[1])
+        if self.listing:
+            K.copy_listed(w.v, w.agreed, self.touched, self.n_touched, total.indices)
+            self.n_touched = 0
+        else:
+            np.copyto(w.v, w.agreed)
         np.copyto(w.intercept, w.agreed_intercept)
 
     def _settle(self, total, scale, mine, own_scale, back_sum, back_steps):
@@ -121,6 +161,7 @@ class Exchange:
             w.offsets,
             w.average_intercept,
         )
+        return total
 
     def finish(self):
         """Add the exchange in flight, if any (``overlap``): the agreed model takes the
@@ -169,7 +210,7 @@ class TopKExchange(Exchange):
         split = np.searchsorted(changes.indices, n_weights)
         diagnose = setup.diagnostics
         accumulated = _accumulated(changes, split, w) if diagnose else None
-        k = setup.k()
+        k = setup.k(w.period)
         extra = changes.nnz - split  # the intercepts
         idx = np.empty(k + extra, self.index_dtype)
         val = np.empty(k + extra, setup.value_dtype)
@@ -189,7 +230,7 @@ class TopKExchange(Exchange):
         val[taken : taken + extra] = changes.values[split:]
         sent = SparseVector(idx[: taken + extra], val[: taken + extra], setup.size, check=False)
         if diagnose:
-            gamma, xi = _diagnose(accumulated, sent, setup, self.comm)
+            gamma, xi = _diagnose(accumulated, sent, k, n_weights, self.comm)
             self.gamma.append(gamma)
             self.xi.append(xi)
         return sent
@@ -209,13 +250,12 @@ def _accumulated(changes, split, weights):
     return SparseVector(indices, values, changes.size, check=False)
 
 
-def _diagnose(accumulated, sent, setup, comm):
+def _diagnose(accumulated, sent, k, n_weights, comm):
     """``(gamma, xi)`` of one exchange, the same on every rank of ``comm``: the largest of
     the ranks' ``||acc_p - sent_p|| / ||acc_p||``, and ``xi`` of their sums (one exact
     allreduce of ``[acc_p | sent_p]``, not counted in the traffic, and one of the largest)."""
     from mpi4py import MPI
 
-    n_weights = setup.n_out * setup.n_features
     taken = np.searchsorted(sent.indices, n_weights)  # the intercepts come last
     sent = SparseVector(
         sent.indices[:taken], sent.values[:taken].astype(np.float64), n_weights, check=False
@@ -242,19 +282,22 @@ def _diagnose(accumulated, sent, setup, comm):
     )
     largest = np.empty(1)
     comm.Allreduce(np.array([mine]), largest, op=MPI.MAX)
-    return float(largest[0]), D.xi(sum_sent, sum_accumulated, setup.k())
+    return float(largest[0]), D.xi(sum_sent, sum_accumulated, k)
 
 
-def period(setup, indptr, indices, order, steps, comm):
-    """The local steps between exchanges: ``setup.local_steps``, or for ``"auto"`` the
-    shortest power of two whose exchange the cost model expects to take at most
-    :data:`EXCHANGE_SHARE` of its steps' time (at most an epoch's ``steps``), from how the
-    columns of a rank's rows grow in ``order``. Every rank gets the same: the busiest
-    rank's counts decide, and rank 0's calibration."""
+def plan(setup, indptr, indices, order, steps, comm):
+    """``(period, listing)``: the local steps between exchanges, and whether to find a
+    rank's changes from a list of the weights its steps touched (else by a pass over the
+    model), alike on every rank: the busiest rank's counts decide, and rank 0's
+    calibration.
+
+    The period is ``setup.local_steps``, or for ``"auto"`` the shortest power of two whose
+    exchange the cost model expects to take at most :data:`EXCHANGE_SHARE` of its steps'
+    time (at most an epoch's ``steps``), from how the columns of a rank's rows grow in
+    ``order``. Listing pays when a period touches few of the weights.
+    """
     from mpi4py import MPI
 
-    if setup.local_steps != "auto":
-        return max(1, min(int(setup.local_steps), steps))
     batch = setup.batch_size
     counts = np.zeros((2, 64), np.int64)
     lengths = np.array([min(order.size, batch << i) for i in range(64)], np.int64)
@@ -262,6 +305,15 @@ def period(setup, indptr, indices, order, steps, comm):
         columns, nonzeros = K.union_growth(indptr, indices, order, lengths, setup.n_features)
         counts[0], counts[1] = columns, nonzeros
     comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.MAX)
+    n_weights = setup.n_out * setup.n_features
+
+    def listing(period_steps):
+        i = min(max(period_steps - 1, 0).bit_length(), 63)  # counts of >= period_steps steps
+        return int(counts[1, i]) * setup.n_out < LIST_BELOW * n_weights
+
+    if setup.local_steps != "auto":
+        period_steps = max(1, min(int(setup.local_steps), steps))
+        return period_steps, listing(period_steps)
     constants = collectives.cost_constants(comm)
     nprocs = comm.Get_size()
     itemsize = np.dtype(setup.value_dtype).itemsize
@@ -270,7 +322,11 @@ def period(setup, indptr, indices, order, steps, comm):
         period_steps = min(1 << i, steps)
         entries = int(counts[0, i]) * setup.n_out + setup.n_out
         compute = counts[1, i] * setup.n_out * STEP_ENTRY_SECONDS
-        cost = setup.size * SCAN_SECONDS + entries * CHANGE_ENTRY_SECONDS
+        if listing(period_steps):
+            cost = counts[1, i] * setup.n_out * LIST_ENTRY_SECONDS
+        else:
+            cost = setup.size * SCAN_SECONDS
+        cost += entries * CHANGE_ENTRY_SECONDS
         if nprocs > 1:
             cost += min(
                 collectives.cost_model.predict(
@@ -285,5 +341,5 @@ def period(setup, indptr, indices, order, steps, comm):
                 for name in collectives.ALGORITHMS
             )
         if cost <= EXCHANGE_SHARE * compute or period_steps == steps:
-            return period_steps
-    return steps
+            return period_steps, listing(period_steps)
+    return steps, listing(steps)

@@ -262,10 +262,13 @@ def steps(
     agreed,
     agreed_intercept,
     residual,
+    flags,
+    touched,
+    n_touched,
     coefs,
 ):
     """Steps ``first`` to ``stop - 1`` of an epoch over this rank's rows ``order``; their
-    summed (weighted) loss.
+    summed (weighted) loss and the count of weights listed in ``touched``.
 
     Step ``s`` takes the rows ``order[s * batch : (s + 1) * batch]`` (none once they run
     out): the mean of their gradients at the rate of the current sample time, after the L2
@@ -273,13 +276,15 @@ def steps(
     steps change the model itself, with L1 and averaging booked per weight. Otherwise they
     change this rank's copy ``v`` only (plain updates); L1 and the average are booked on
     the agreed model when the ranks agree (:func:`settle`), and the average sums the agreed
-    model.
+    model. With ``flags`` not empty, every weight the steps change is listed once in
+    ``touched`` (and flagged).
     """
     n_features = int(params[N_FEATURES])
     n_out = int(params[N_OUT])
     decay = params[INTERCEPT_DECAY] if params[FIT_INTERCEPT] > 0 else 0.0
     alone = agreed.size == 0
     model, copy = (v, agreed) if alone else (agreed, v)  # agreed is empty when alone
+    listing = flags.size > 0
     loss_sum = 0.0
     for s in range(first, stop):
         lo = min(s * batch, order.size)
@@ -321,7 +326,16 @@ def steps(
                     continue
                 intercept[c] -= coef * decay
                 row = rows[r]
-                if plain:
+                if listing:
+                    step = coef * scale
+                    for k in range(indptr[row], indptr[row + 1]):
+                        j = shift + indices[k]
+                        v[j] -= step * data[k]
+                        if not flags[j]:
+                            flags[j] = True
+                            touched[n_touched] = j
+                            n_touched += 1
+                elif plain:
                     step = coef * scale
                     for k in range(indptr[row], indptr[row + 1]):
                         v[shift + indices[k]] -= step * data[k]
@@ -346,7 +360,7 @@ def steps(
             for c in range(n_out):
                 average_intercept[c] += booked[c]
         state[T] += 1.0
-    return loss_sum
+    return loss_sum, n_touched
 
 
 @njit(cache=True, nogil=True)
@@ -356,6 +370,38 @@ def count_changes(v, agreed, intercept, agreed_intercept):
     for j in range(v.size):
         n += v[j] != agreed[j]
     return n
+
+
+@njit(cache=True, nogil=True)
+def listed_changes(
+    flags, touched, n_touched, v, agreed, intercept, agreed_intercept, out_idx, out_val
+):
+    """:func:`changes` from the weights listed in ``touched`` (sorted there, their flags
+    cleared) instead of a pass over the model: the same entries."""
+    sort_keys(touched, n_touched, np.empty(n_touched, touched.dtype))
+    n = 0
+    for i in range(n_touched):
+        j = touched[i]
+        flags[j] = False
+        if v[j] != agreed[j]:
+            out_idx[n] = j
+            out_val[n] = v[j] - agreed[j]
+            n += 1
+    for c in range(intercept.size):
+        out_idx[n] = v.size + c
+        out_val[n] = intercept[c] - agreed_intercept[c]
+        n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def copy_listed(v, agreed, touched, n_touched, idx):
+    """``v[j] = agreed[j]`` for the ``touched`` weights and the weights in ``idx``."""
+    for i in range(n_touched):
+        v[touched[i]] = agreed[touched[i]]
+    for e in range(idx.size):
+        if idx[e] < v.size:
+            v[idx[e]] = agreed[idx[e]]
 
 
 @njit(cache=True, nogil=True)

@@ -73,12 +73,13 @@ class Setup:
         """Length of the vectors sent: every weight, then the intercepts."""
         return self.n_out * self.n_features + self.n_out
 
-    def k(self):
-        """The number of weights TopK keeps an exchange (the intercepts always travel)."""
+    def k(self, period=1):
+        """The number of weights TopK keeps at an exchange after ``period`` local steps:
+        ``topk`` a step (the intercepts always travel)."""
         n_weights = self.n_out * self.n_features
         if isinstance(self.topk, (int, np.integer)):
-            return min(int(self.topk), n_weights)
-        return max(1, int(round(self.topk * n_weights)))
+            return min(int(self.topk) * period, n_weights)
+        return min(max(1, int(round(self.topk * n_weights))) * period, n_weights)
 
     def params(self):
         """The options as the kernels read them."""
@@ -123,6 +124,7 @@ class Weights:
     agreed: np.ndarray = field(default_factory=lambda: _NONE)  # several ranks
     agreed_intercept: np.ndarray = field(default_factory=lambda: _NONE)
     period: int = 0  # local steps between exchanges, once chosen
+    listing: bool = False  # find a rank's changes from a list of the weights it touched
     residual: np.ndarray | None = None  # TopK error feedback
     in_support: np.ndarray | None = None
     support: np.ndarray | None = None
@@ -213,22 +215,30 @@ class _Epochs:
         self.steps = int(-(-self.counts.max() // setup.batch_size))
         self.params = setup.params()
         self.coefs = np.empty((setup.n_out, setup.batch_size))
-        exchanging = nprocs > 1 or setup.compression is not None
-        weights.prepare(setup, exchanging)
-        self.exchange = E.make(setup, weights, comm) if exchanging else None
+        self.exchanging = nprocs > 1 or setup.compression is not None
+        weights.prepare(setup, self.exchanging)
+        self.exchange = None
 
     def run(self, order, stats):
         """One epoch over this rank's rows in ``order``; the rank's summed loss."""
         w, setup = self.weights, self.setup
-        if self.exchange is None:
+        if not self.exchanging:
             return self._steps(order, 0, self.steps)
         if w.period == 0:  # chosen once, on the first epoch's order
-            w.period = E.period(setup, self.indptr, self.indices, order, self.steps, self.comm)
+            w.period, w.listing = E.plan(
+                setup, self.indptr, self.indices, order, self.steps, self.comm
+            )
+        if self.exchange is None:
+            self.exchange = E.make(setup, w, self.comm)
         self.exchange.begin_epoch()
         loss_sum = 0.0
         batch = setup.batch_size
         for first in range(0, self.steps, w.period):
             stop = min(first + w.period, self.steps)
+            if self.exchange.listing:
+                rows = order[min(first * batch, order.size) : min(stop * batch, order.size)]
+                nnz = int(self.X.indptr[rows + 1].sum() - self.X.indptr[rows].sum())
+                self.exchange.reserve(nnz * setup.n_out)
             loss_sum += self._steps(order, first, stop)
             active = int(np.count_nonzero(self.counts > first * batch))
             self.exchange(active, stats)
@@ -236,8 +246,8 @@ class _Epochs:
         return loss_sum
 
     def _steps(self, order, first, stop):
-        X, w, setup = self.X, self.weights, self.setup
-        return K.steps(
+        X, w, setup, exchange = self.X, self.weights, self.setup, self.exchange
+        loss_sum, n_touched = K.steps(
             self.indptr,
             self.indices,
             X.data,
@@ -259,8 +269,18 @@ class _Epochs:
             w.agreed,
             w.agreed_intercept,
             w.residual if w.residual is not None else _NONE,
+            exchange.flags if exchange else _FLAGS,
+            exchange.touched if exchange else _TOUCHED,
+            exchange.n_touched if exchange else 0,
             self.coefs,
         )
+        if exchange:
+            exchange.n_touched = n_touched
+        return loss_sum
+
+
+_FLAGS = np.empty(0, np.bool_)
+_TOUCHED = np.empty(0, np.int64)
 
 
 def _global_sums(comm, values):

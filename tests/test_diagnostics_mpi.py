@@ -48,7 +48,8 @@ def test_gamma_and_xi_follow_from_every_ranks_vectors(recorded, number):
         max(gamma_dense(a, s) for a, s in zip(step_accs, step_sents, strict=True))
         for step_accs, step_sents in zip(accs, sents, strict=True)
     ]
-    xi = [xi_dense(a, s, COMMON["topk"]) for a, s in zip(accs, sents, strict=True)]
+    k = COMMON["topk"] * COMMON["local_steps"]  # topk a step
+    xi = [xi_dense(a, s, k) for a, s in zip(accs, sents, strict=True)]
     assert accs.shape[:2] == (3 * 7, 3)  # 13 steps an epoch, exchanges every 2
     np.testing.assert_allclose(saved[f"gamma_{number}"], gamma, rtol=1e-9, atol=0)
     np.testing.assert_allclose(saved[f"xi_{number}"], xi, rtol=1e-9, atol=1e-15)
@@ -63,7 +64,8 @@ def test_three_ranks_follow_a_numpy_replay(recorded, number):
     blocks = [(X[a:b], y[a:b]) for a, b in zip(BOUNDS, BOUNDS[1:], strict=False)]
     w, b, gammas, xis = reference_fit(
         blocks, alpha=COMMON["alpha"], eta0=COMMON["eta0"], batch=COMMON["batch_size"],
-        epochs=COMMON["max_iter"], k=COMMON["topk"], period=COMMON["local_steps"],
+        epochs=COMMON["max_iter"], k=COMMON["topk"] * COMMON["local_steps"],
+        period=COMMON["local_steps"],
         error_feedback=config.get("error_feedback", True), overlap=config.get("overlap", False),
     )  # fmt: skip
     np.testing.assert_allclose(saved[f"coef_{number}"].ravel(), w, rtol=1e-9, atol=1e-13)

@@ -59,9 +59,9 @@ def test_topk_with_error_feedback_keeps_a9a_accuracy(a9a):
         )
 
     exact = mean_accuracy()
-    # 1% of 123 weights: one weight a step
-    with_feedback = mean_accuracy(compression="topk", topk=0.01)
-    without = mean_accuracy(compression="topk", topk=0.01, error_feedback=False)
+    # 1% of 123 weights: one weight a step, exchanged every step
+    with_feedback = mean_accuracy(compression="topk", topk=0.01, local_steps=1)
+    without = mean_accuracy(compression="topk", topk=0.01, error_feedback=False, local_steps=1)
     assert with_feedback >= exact - 0.005
     assert without < with_feedback - 0.005
 
@@ -70,9 +70,11 @@ def test_topk_with_error_feedback_keeps_url_like_accuracy():
     # url's statistics on 200,000 columns: 1% of the weights is fewer than a step touches
     X, y = make_url_like(60_000, n_features=200_000, random_state=0)
     X, y, Xt, yt = X[:50_000], y[:50_000], X[50_000:], y[50_000:]
-    options = dict(loss="log_loss", batch_size=128, max_iter=5, tol=None, random_state=0)
+    options = dict(loss="log_loss", max_iter=5, tol=None, random_state=0)
     exact = SparseSGDClassifier(**options).fit(X, y).score(Xt, yt)
-    topk = SparseSGDClassifier(compression="topk", topk=0.01, **options).fit(X, y)
+    # 0.01% of the weights a step: 20 of the ~116 a row touches
+    topk = SparseSGDClassifier(compression="topk", topk=0.0001, local_steps=1, **options)
+    topk.fit(X, y)
     for record in topk.comm_stats_:
         assert record["sent_entries"] < 0.5 * record["step_entries"]
     assert topk.score(Xt, yt) >= exact - 0.005
@@ -93,7 +95,6 @@ def test_diagnostics_record_gamma_and_xi_and_change_nothing_else(estimator, n_cl
         dict(compression="topk", topk=6, batch_size=12, max_iter=3, tol=None, random_state=0)
         | options
     )
-    batch = options["batch_size"]
     plain = estimator(**options).fit(X, y)
     callback_records = []
     watched = estimator(
@@ -105,13 +106,14 @@ def test_diagnostics_record_gamma_and_xi_and_change_nothing_else(estimator, n_cl
     assert len(watched.comm_stats_) == 3
     for record, without in zip(watched.comm_stats_, plain.comm_stats_, strict=True):
         assert without["gamma"] is None and without["xi"] is None
-        assert len(record["gamma"]) == len(record["xi"]) == record["steps"] == -(-300 // batch)
+        assert len(record["gamma"]) == len(record["xi"]) == record["exchanges"]
+        assert record["exchanges"] == -(-record["steps"] // record["local_steps"])
         # 0 for a step without gradient (hinge, every margin past 1) and nothing kept back
         assert all(0 <= gamma < 1 for gamma in record["gamma"])
         assert np.median(record["gamma"]) > 0.3  # TopK really drops entries
         assert all(0 <= xi <= 1e-15 for xi in record["xi"])  # one rank: TopK of the sum
-        # the diagnostics' own allreduce is not counted in the step's traffic
-        assert record["allreduce_calls"] == without["allreduce_calls"] == record["steps"]
+        # the diagnostics' own allreduce is not counted in the exchanges' traffic
+        assert record["allreduce_calls"] == without["allreduce_calls"] == record["exchanges"]
 
 
 def test_same_seed_same_model_bit_for_bit():

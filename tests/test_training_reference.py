@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from local_sgd_reference import reference_fit, sparse_problem
 from sklearn.datasets import make_classification
 
-from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
+from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor, exchange
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +48,13 @@ def test_steps_follow_the_documented_arithmetic(data, batch, penalty, l1_ratio, 
 @pytest.mark.parametrize(
     ("penalty", "l1_ratio", "average"), [("l2", 0.0, False), ("l1", 1.0, True)]
 )
+@pytest.mark.parametrize("list_below", [0, np.inf])
 def test_exchanges_of_one_rank_follow_the_arithmetic(
-    data, period, overlap, penalty, l1_ratio, average
+    data, period, overlap, penalty, l1_ratio, average, list_below, monkeypatch
 ):
     # TopK keeping every weight: one rank takes the path of several, exchanging its changes
+    # (found from a list of the weights touched, or by a pass over the model)
+    monkeypatch.setattr(exchange, "LIST_BELOW", list_below)
     X, y = data
     model = SparseSGDClassifier(
         loss="log_loss", penalty=penalty, alpha=0.01, l1_ratio=l1_ratio, batch_size=4,
@@ -103,7 +106,7 @@ def test_topk_diagnostics_follow_a_numpy_replay(error_feedback, overlap):
         local_steps=period,
     ).fit(X, y)  # fmt: skip
     w, b, gammas, xis = reference_fit(
-        [(X, y)], alpha=0.01, eta0=0.05, batch=batch, epochs=epochs, k=k, period=period,
+        [(X, y)], alpha=0.01, eta0=0.05, batch=batch, epochs=epochs, k=k * period, period=period,
         error_feedback=error_feedback, overlap=overlap,
     )  # fmt: skip
     check_close(model, w, b, rtol=1e-9)

@@ -27,15 +27,14 @@ seen = []  # this rank's dense (acc_p, sent_p) of every exchange, as TopK worked
 diagnose = exchange._diagnose
 
 
-def watched_diagnose(accumulated, sent, setup, comm):
-    n_weights = setup.n_out * setup.n_features
+def watched_diagnose(accumulated, sent, k, n_weights, comm):
     acc = np.zeros(n_weights)
     acc[accumulated.indices] = accumulated.values
     kept = sent.indices < n_weights
     taken = np.zeros(n_weights)
     taken[sent.indices[kept]] = sent.values[kept]
     seen.append((acc, taken))
-    return diagnose(accumulated, sent, setup, comm)
+    return diagnose(accumulated, sent, k, n_weights, comm)
 
 
 exchange._diagnose = watched_diagnose

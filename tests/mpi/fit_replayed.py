@@ -1,7 +1,8 @@
 """Each rank fits its block of rows, for several option sets; rank 0 saves the models.
 
-Arguments: data .npz (X as CSR parts, y), output .npz, block boundaries (comma
-separated), then a Python literal: a list of option dicts. Exits 1 if a rank's model
+Arguments: data .npz (X as CSR parts, y, target), output .npz, block boundaries (comma
+separated), then a Python literal: a list of option dicts (estimator parameters, and
+"regressor" and "list_below", which sets ``exchange.LIST_BELOW``). Exits 1 if a rank's model
 differs in any bit from rank 0's.
 """
 
@@ -12,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
+from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor, exchange
 
 comm = MPI.COMM_WORLD
 data_path, output, bounds, configs = sys.argv[1:]
@@ -24,6 +25,8 @@ saved = {}
 for number, options in enumerate(ast.literal_eval(configs)):
     options = dict(options)
     regressor = options.pop("regressor", False)
+    # the changes found from a list of touched weights (inf), or by a pass over the model (0)
+    exchange.LIST_BELOW = options.pop("list_below", exchange.LIST_BELOW)
     y = data["target" if regressor else "y"]
     estimator = SparseSGDRegressor if regressor else SparseSGDClassifier
     model = estimator(comm=comm, **options).fit(X[mine], y[mine])
