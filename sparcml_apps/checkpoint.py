@@ -138,6 +138,9 @@ def latest(directory, comm=None):
                 loaded = _read(folder / _part(rank), manifest["parts"][rank])
             except _Damaged as exc:
                 fault = str(exc)
+            except Exception as exc:  # noqa: BLE001 - not damage (out of memory...): raised
+                error = exc
+            collectives.check(error, comm)
             faults = [f for f in comm.allgather(fault) if f is not None]
             fault = "; ".join(faults) or None
         if fault is None:

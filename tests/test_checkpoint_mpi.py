@@ -52,17 +52,16 @@ def test_one_damaged_part_makes_every_rank_use_the_previous_checkpoint(tmp_path)
 
 
 def test_a_rank_that_cannot_write_fails_the_save_on_every_rank(tmp_path):
-    run_mpi("checkpoint_ranks.py", 3, tmp_path, "save", 1, timeout=120)
-    errors = [one["error"] for one in per_rank(run_mpi("checkpoint_ranks.py", 3, tmp_path, "fail"))]
-    assert errors == [
+    found = per_rank(run_mpi("checkpoint_ranks.py", 3, tmp_path, "fail", timeout=120))
+    failed = tmp_path / "checkpoint-000002"
+    assert [one["error"] for one in found] == [
         "RankError: rank 1 failed: OSError: [Errno 122] Disk quota exceeded",
         "OSError: [Errno 122] Disk quota exceeded",
         "RankError: rank 1 failed: OSError: [Errno 122] Disk quota exceeded",
     ]
-    failed = tmp_path / "checkpoint-000002"
     assert sorted(p.name for p in failed.iterdir()) == ["rank-0.npz", "rank-2.npz"]
-    for rank, one in enumerate(per_rank(run_mpi("checkpoint_ranks.py", 3, tmp_path, "load"))):
-        assert one["number"] == 1 and one["arrays"] == expected_arrays(rank, 1)
+    for one in found:
+        assert one["number"] == 1
         assert one["skipped"] == [
             f"{failed}: incomplete: no COMPLETE manifest (the save did not finish)"
         ]

@@ -1,8 +1,9 @@
 """Checkpoints over the ranks of COMM_WORLD; every rank prints one JSON line.
 
 Arguments: DIR ACTION. Actions: "save N" (N checkpoints; rank r's arrays hold r and the
-checkpoint's number), "load" (what latest returns on this rank), "fail" (one checkpoint
-that rank 1 cannot write: each rank prints what it raised).
+checkpoint's number), "load" (what latest returns on this rank), "fail" (one checkpoint,
+then one that rank 1 cannot write: each rank prints what it raised, then what latest
+finds).
 """
 
 import json
@@ -46,11 +47,18 @@ elif action == "load":
         )
     )
 elif action == "fail":
+    checkpoint.save(directory, arrays(1), None, comm)
+    savez = np.savez
     if comm.rank == 1:
         np.savez = lambda *args, **kwargs: exec("raise OSError(122, 'Disk quota exceeded')")
     try:
-        checkpoint.save(directory, arrays(9), None, comm)
+        checkpoint.save(directory, arrays(2), None, comm)
     except Exception as exc:  # noqa: BLE001 - the test reads what each rank raised
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        error = f"{type(exc).__name__}: {exc}"
     else:
-        print(json.dumps({"error": None}))
+        error = None
+    np.savez = savez
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", checkpoint.CheckpointWarning)
+        found = checkpoint.latest(directory, comm)
+    print(json.dumps({"error": error, "number": found.number, "skipped": found.skipped}))
