@@ -129,7 +129,7 @@ def latest(directory, comm=None):
         folder = root / _folder(number)
         if fault is None and manifest["ranks"] != nprocs:
             raise ValueError(
-                f"cannot resume from {folder}: it was written by {manifest['ranks']} ranks, "
+                f"cannot resume from {folder}: it was written by {_ranks(manifest['ranks'])}, "
                 f"this run has {nprocs}"
             )
         loaded = None
@@ -166,6 +166,10 @@ def check_compatible(saved, current, source="the checkpoint"):
             f"cannot resume from {source}: options that change the result differ: "
             + "; ".join(differences)
         )
+
+
+def _ranks(count):
+    return f"{count} rank" if count == 1 else f"{count} ranks"
 
 
 def _show(value):
