@@ -66,8 +66,10 @@ def test_a_text_shard_reads_only_its_own_rows(tmp_path):
     path.write_bytes(text)
     X, y = shard(path, 1, 3, n_features=12)
     assert X.shape == (10, 12) and np.all(y == 1)
-    with pytest.raises(ParseError, match=r"mixed\.svm \(bytes 0-200\), line 1: expected a number"):
+    with pytest.raises(ParseError, match=r"mixed\.svm, line 1: expected a number"):
         shard(path, 0, 3, n_features=12)
+    with pytest.raises(ParseError, match=r"mixed\.svm, line 21: expected a number"):
+        shard(path, 2, 3, n_features=12)
 
 
 def test_shard_arguments_are_checked(text_file, tmp_path):
