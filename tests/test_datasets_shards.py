@@ -72,6 +72,24 @@ def test_a_text_shard_reads_only_its_own_rows(tmp_path):
         shard(path, 2, 3, n_features=12)
 
 
+@pytest.mark.parametrize("size", [2, 3])
+def test_a_parse_error_names_its_line_in_the_file_whatever_rank_reads_it(tmp_path, size):
+    lines = [b"%d 1:0.5 %d:1\n" % (k % 2, k % 50 + 2) for k in range(3000)]
+    lines[2400] = b"1 7:x\n"
+    path = tmp_path / "bad.svm"
+    path.write_bytes(b"".join(lines))
+    failed = {}
+    for rank in range(size):
+        try:
+            shard(path, rank, size, n_features=60)
+        except ParseError as exc:
+            failed[rank] = exc
+    assert list(failed) == [size - 1]  # the last rank's bytes hold line 2401
+    assert (
+        str(failed[size - 1]) == f"{path}, line 2401: expected a number after the index, got '7:x'"
+    )
+
+
 def test_shard_arguments_are_checked(text_file, tmp_path):
     path = text_file[0]
     with pytest.raises(ValueError, match="rank must be an integer in \\[0, 3\\); got 3"):

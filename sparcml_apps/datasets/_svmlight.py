@@ -11,12 +11,14 @@ conversion to the cache) or as a plain file mapped into memory (``read_file``), 
 lines are split over threads that parse at once.
 """
 
+import gc
 import lzma
 import mmap
 import os
 import tarfile
 import threading
 import zlib
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numba
@@ -257,10 +259,11 @@ def read_all(
     known, to size them once). Arguments as for ``iter_pieces``."""
     parser = _Parser(source, n_features, classes)
     out = _Buffers(parser.index_dtype, keep=True, nnz=_capacity(size_hint or 0))
-    for _ in iter_pieces(
-        stream, source, n_features=n_features, classes=classes, chunk_bytes=chunk_bytes, out=out
-    ):
-        pass
+    with _collector_paused():
+        for _ in iter_pieces(
+            stream, source, n_features=n_features, classes=classes, chunk_bytes=chunk_bytes, out=out
+        ):
+            pass
     return out.kept()
 
 
@@ -300,11 +303,12 @@ def read_file(path, *, start=0, stop=None, n_features=None, classes=(), threads=
             errors[part] = exc
 
     workers = [threading.Thread(target=parse, args=(part,)) for part in range(1, len(outs))]
-    for worker in workers:
-        worker.start()
-    parse(0)
-    for worker in workers:
-        worker.join()
+    with _collector_paused():
+        for worker in workers:
+            worker.start()
+        parse(0)
+        for worker in workers:
+            worker.join()
     for part, error in enumerate(errors):
         if error is not None:
             before = _count_lines(path, start + cuts[part])
@@ -312,6 +316,20 @@ def read_file(path, *, start=0, stop=None, n_features=None, classes=(), threads=
     for out in outs[1:]:
         outs[0].append(out)
     return outs[0].kept()
+
+
+@contextmanager
+def _collector_paused():
+    """Pause Python's cyclic garbage collector: the first call of a kernel in a process
+    loads numba's compiler, whose many objects would set off collections (a tenth of a
+    second). Parsing makes no reference cycles."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _capacity(text_bytes):
