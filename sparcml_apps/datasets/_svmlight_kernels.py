@@ -33,8 +33,8 @@ _INDEX_CAP = 1 << 62  # indices beyond this saturate (and are then out of range)
 
 def _powers_of_five():
     """``5**q`` for q in [_Q_MIN, _Q_MAX] as 128-bit floors in [2**127, 2**128): their high
-    and low 64 bits, and the biased binary exponent of ``10**q`` less the 1075 - 11 that
-    the product's layout adds back."""
+    and low 64 bits, and the part of a result's biased binary exponent that depends on q
+    alone (the rest: the product's top bit, less the leading zeros shifted out of w)."""
     size = _Q_MAX - _Q_MIN + 1
     high, low = np.empty(size, np.uint64), np.empty(size, np.uint64)
     exponent = np.empty(size, np.int64)
