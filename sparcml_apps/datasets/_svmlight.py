@@ -67,14 +67,15 @@ class _Buffers:
     each piece after the last, and a full buffer grows (by copying).
     """
 
-    def __init__(self, index_dtype, keep=False, nnz=None):
+    def __init__(self, index_dtype, keep=False, rows=None, nnz=None):
         self.keep = keep
         self.rows = self.nnz = 0  # kept so far
         self.max_column = -1
-        self.row_nnz = np.empty(_ROWS, np.int64)
-        self.labels = np.empty(_ROWS, np.float64)
-        self.indices = np.empty(nnz or _NNZ, index_dtype)
-        self.values = np.empty(nnz or _NNZ, np.float64)
+        self.first = (0, 0)  # the first row and nonzero in the buffers of a ``window``
+        self.row_nnz = np.empty(_ROWS if rows is None else rows, np.int64)
+        self.labels = np.empty(_ROWS if rows is None else rows, np.float64)
+        self.indices = np.empty(_NNZ if nnz is None else nnz, index_dtype)
+        self.values = np.empty(_NNZ if nnz is None else nnz, np.float64)
         self.slow = np.empty((_SLOW, 5), np.int64)
 
     def tails(self):
@@ -88,37 +89,52 @@ class _Buffers:
             self.rows += piece.labels.size
             self.nnz += piece.indices.size
 
-    def grow(self, full, rows=0, nnz=0):
-        """Make room for ``rows`` and ``nnz`` more kept (by default, double the buffer that
-        the kernel found ``full``), keeping what was kept."""
+    def grow(self, full):
+        """Double the buffer that the kernel found ``full``, keeping what was kept."""
         groups = {
-            k.ROWS_FULL: (("row_nnz", "labels"), self.rows, rows),
-            k.NNZ_FULL: (("indices", "values"), self.nnz, nnz),
-            k.SLOW_FULL: (("slow",), 0, 0),
+            k.ROWS_FULL: (("row_nnz", "labels"), self.rows),
+            k.NNZ_FULL: (("indices", "values"), self.nnz),
+            k.SLOW_FULL: (("slow",), 0),
         }
-        names, kept, more = groups[full]
+        names, kept = groups[full]
         for name in names:
             old = getattr(self, name)
-            new = np.empty((max(2 * old.shape[0], kept + more), *old.shape[1:]), old.dtype)
+            new = np.empty((max(2 * old.shape[0], 1), *old.shape[1:]), old.dtype)
             new[:kept] = old[:kept]
             setattr(self, name, new)
 
-    def append(self, other):
-        """Keep the rows kept by ``other`` after these."""
-        if self.rows + other.rows > self.labels.size:
-            self.grow(k.ROWS_FULL, rows=other.rows)
-        if self.nnz + other.nnz > self.indices.size:
-            self.grow(k.NNZ_FULL, nnz=other.nnz)
-        for name, kept, more in (
-            ("row_nnz", self.rows, other.rows),
-            ("labels", self.rows, other.rows),
-            ("indices", self.nnz, other.nnz),
-            ("values", self.nnz, other.nnz),
-        ):
-            getattr(self, name)[kept : kept + more] = getattr(other, name)[:more]
-        self.rows += other.rows
-        self.nnz += other.nnz
-        self.max_column = max(self.max_column, other.max_column)
+    def window(self, first_row, end_row, first_nnz, end_nnz):
+        """Buffers that keep rows in ``[first_row, end_row)`` and nonzeros in
+        ``[first_nnz, end_nnz)`` of these: views, with a ``slow`` buffer of their own."""
+        window = _Buffers(self.indices.dtype, keep=True, rows=1, nnz=1)
+        window.first = (first_row, first_nnz)
+        window.row_nnz, window.labels = (
+            self.row_nnz[first_row:end_row],
+            self.labels[first_row:end_row],
+        )
+        window.indices, window.values = (
+            self.indices[first_nnz:end_nnz],
+            self.values[first_nnz:end_nnz],
+        )
+        return window
+
+    def gather(self, windows):
+        """Keep the rows the ``windows`` (of these buffers, in order) kept, one after the
+        other; rows already in place are not moved."""
+        for window in windows:
+            first_row, first_nnz = window.first
+            for name, kept, first, more in (
+                ("row_nnz", self.rows, first_row, window.rows),
+                ("labels", self.rows, first_row, window.rows),
+                ("indices", self.nnz, first_nnz, window.nnz),
+                ("values", self.nnz, first_nnz, window.nnz),
+            ):
+                if first != kept:
+                    array = getattr(self, name)
+                    array[kept : kept + more] = array[first : first + more]
+            self.rows += window.rows
+            self.nnz += window.nnz
+            self.max_column = max(self.max_column, window.max_column)
 
     def kept(self):
         """What was kept: (row_nnz, labels, indices, values, max_column). The buffers are
@@ -258,7 +274,8 @@ def read_all(
     kernel straight into arrays that grow as needed (``size_hint``: bytes of text, if
     known, to size them once). Arguments as for ``iter_pieces``."""
     parser = _Parser(source, n_features, classes)
-    out = _Buffers(parser.index_dtype, keep=True, nnz=_capacity(size_hint or 0))
+    nnz = max(_NNZ, (size_hint or 0) // _BYTES_PER_NONZERO)
+    out = _Buffers(parser.index_dtype, keep=True, nnz=nnz)
     with _collector_paused():
         for _ in iter_pieces(
             stream, source, n_features=n_features, classes=classes, chunk_bytes=chunk_bytes, out=out
@@ -273,8 +290,9 @@ def read_file(path, *, start=0, stop=None, n_features=None, classes=(), threads=
 
     The bytes are mapped into memory, not copied, and split at line starts over up to
     ``threads`` threads (None: ``numba.config.NUMBA_NUM_THREADS``), one for each
-    ``THREAD_BYTES`` at least. Errors name the line in the file. Other arguments as for
-    ``iter_pieces``.
+    ``THREAD_BYTES`` at least. A first pass counts each part's lines and ``:`` (bounds
+    on its rows and nonzeros), so that every part writes straight into the output at its
+    place. Errors name the line in the file. Other arguments as for ``iter_pieces``.
     """
     parser = _Parser(str(path), n_features, classes)
     with open(path, "rb") as f:
@@ -287,35 +305,54 @@ def read_file(path, *, start=0, stop=None, n_features=None, classes=(), threads=
     text = np.frombuffer(mapped, np.uint8)[start - offset :]
     threads = numba.config.NUMBA_NUM_THREADS if threads is None else threads
     cuts = _line_starts(text, max(1, min(threads, text.size // THREAD_BYTES)))
-    # the first part's buffers have room for all, the others' rows are appended there
-    outs = [_Buffers(parser.index_dtype, keep=True, nnz=_capacity(text.size))]
-    outs += [
-        _Buffers(parser.index_dtype, keep=True, nnz=_capacity(b - a))
-        for a, b in zip(cuts[1:-1], cuts[2:], strict=True)
-    ]
-    errors = [None] * len(outs)
-
-    def parse(part):
-        try:
-            for _ in parser.lines(text[cuts[part] : cuts[part + 1]], 0, outs[part]):
-                pass
-        except ParseError as exc:
-            errors[part] = exc
-
-    workers = [threading.Thread(target=parse, args=(part,)) for part in range(1, len(outs))]
+    parts = [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
     with _collector_paused():
-        for worker in workers:
-            worker.start()
-        parse(0)
-        for worker in workers:
-            worker.join()
+        bounds = _in_threads(k.line_and_pair_bounds, parts)
+        rows = np.cumsum([0] + [lines for lines, _ in bounds])
+        nnz = np.cumsum([0] + [pairs for _, pairs in bounds])
+        whole = _Buffers(parser.index_dtype, keep=True, rows=rows[-1], nnz=nnz[-1])
+        windows = [
+            whole.window(rows[p], rows[p + 1], nnz[p], nnz[p + 1]) for p in range(len(parts))
+        ]
+        errors = _in_threads(
+            _parse_into, [(parser, part, out) for part, out in zip(parts, windows, strict=True)]
+        )
     for part, error in enumerate(errors):
         if error is not None:
             before = _count_lines(path, start + cuts[part])
             raise ParseError(error.source, before + error.line, error.reason) from None
-    for out in outs[1:]:
-        outs[0].append(out)
-    return outs[0].kept()
+    whole.gather(windows)
+    del windows  # views of whole's buffers, which are then cut to size in place
+    return whole.kept()
+
+
+def _parse_into(work):
+    """Parse the text into the buffers of ``work`` (parser, text, buffers); the ParseError
+    met, or None."""
+    parser, text, out = work
+    try:
+        for _ in parser.lines(text, 0, out):
+            pass
+    except ParseError as exc:
+        return exc
+    return None
+
+
+def _in_threads(function, items):
+    """``[function(item) for item in items]``, each item in a thread of its own (the first
+    in this one)."""
+    results = [None] * len(items)
+
+    def run(n):
+        results[n] = function(items[n])
+
+    workers = [threading.Thread(target=run, args=(n,)) for n in range(1, len(items))]
+    for worker in workers:
+        worker.start()
+    run(0)
+    for worker in workers:
+        worker.join()
+    return results
 
 
 @contextmanager
@@ -330,11 +367,6 @@ def _collector_paused():
     finally:
         if enabled:
             gc.enable()
-
-
-def _capacity(text_bytes):
-    """Nonzeros to make room for at first, for ``text_bytes`` of text."""
-    return max(_NNZ, text_bytes // _BYTES_PER_NONZERO)
 
 
 def _line_starts(text, parts):

@@ -439,6 +439,18 @@ def _slow_before(slow, n_slow, rows):
 
 
 @njit(cache=True, nogil=True)
+def line_and_pair_bounds(buf):
+    """Bounds on the rows and the nonzeros of the LIBSVM text ``buf``: its line starts
+    (each line holds a row at most) and its ``:`` (each nonzero has one)."""
+    lines = 0
+    colons = 0
+    for c in buf:
+        lines += c == 10
+        colons += c == 58
+    return lines + (buf.size > 0 and buf[-1] != 10), colons
+
+
+@njit(cache=True, nogil=True)
 def last_line_end(buf, n):
     """Index of the last ``\\n`` in ``buf[:n]``, or -1."""
     for k in range(n - 1, -1, -1):
