@@ -3,12 +3,20 @@
 Run as a script (``python _parse_once.py PARSER PATH N_FEATURES``), not as a module, so
 that a peer parser's process imports nothing of sparcml. PARSER is ``sparcml``,
 ``svmloader`` or ``sklearn``. Prints: the seconds to import the parser, to load the file,
-and (sparcml) to load it again; a digest of the matrix and labels; the parser's version.
+and (sparcml) to load it again; the CPU seconds of the import and load; a digest of the
+matrix and labels; the parser's version.
 """
 
+import os
 import time
 
-start = time.perf_counter()
+
+def cpu():
+    times = os.times()
+    return times.user + times.system
+
+
+start, start_cpu = time.perf_counter(), cpu()
 
 import hashlib  # noqa: E402
 import importlib.metadata  # noqa: E402
@@ -37,13 +45,14 @@ else:
 
 imported = time.perf_counter()
 X, y = load()
-loaded = time.perf_counter()
+loaded, loaded_cpu = time.perf_counter(), cpu()
 digest = hashlib.sha256()
 for array in (X.indptr.astype("int64"), X.indices.astype("int64"), X.data, y.astype("float64")):
     digest.update(array.tobytes())
 record = {
     "import_seconds": imported - start,
     "load_seconds": loaded - imported,
+    "cpu_seconds": loaded_cpu - start_cpu,  # of all threads, import and load
     "rows": X.shape[0],
     "nnz": int(X.nnz),
     "digest": digest.hexdigest(),
