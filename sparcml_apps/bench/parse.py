@@ -250,8 +250,9 @@ def report(r):
         lines.append(
             f"- {f['file']}: sparcml's import {s['import_seconds']:.2f} s, first load "
             f"{s['load_seconds']:.2f} s, a second load in the same process "
-            f"{s['again_seconds']:.2f} s (the first costs "
-            f"{s['load_seconds'] - s['again_seconds']:+.2f} s more)"
+            f"{s['again_seconds']:.2f} s: the first costs "
+            f"{s['load_seconds'] - s['again_seconds']:.2f} s more "
+            f"({s['load_cpu_seconds'] - s['again_cpu_seconds']:.2f} CPU seconds)"
         )
     cache = r["cache"]
     lines.append(
