@@ -131,6 +131,19 @@ def test_last_line_without_line_end_and_empty_input(tmp_path):
     assert X.shape == (0, 4) and y.shape == (0,)
 
 
+def test_a_file_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
+    path = tmp_path / "messy.svm"
+    path.write_bytes(messy_text(seed=3, rows=300))
+    expected = read_threaded(path, 3, n_features=5000)
+
+    def refuse(*args, **kwargs):
+        raise OSError("no mapping here")
+
+    monkeypatch.setattr(_svmlight.mmap, "mmap", refuse)
+    for whole, read in zip(expected, read_threaded(path, 3, n_features=5000), strict=True):
+        np.testing.assert_array_equal(whole, read)
+
+
 def test_file_read_by_threads_owns_arrays_cut_to_size(tmp_path):
     path = tmp_path / "messy.svm"
     path.write_bytes(messy_text(seed=2, rows=500))

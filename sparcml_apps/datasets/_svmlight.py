@@ -288,21 +288,19 @@ def read_file(path, *, start=0, stop=None, n_features=None, classes=(), threads=
     """All rows of the uncompressed LIBSVM file ``path``, or of the lines in its bytes
     ``[start, stop)`` (``start`` a line start): as ``read_all`` returns them.
 
-    The bytes are mapped into memory, not copied, and split at line starts over up to
-    ``threads`` threads (None: ``numba.config.NUMBA_NUM_THREADS``), one for each
-    ``THREAD_BYTES`` at least. A first pass counts each part's lines and ``:`` (bounds
-    on its rows and nonzeros), so that every part writes straight into the output at its
-    place. Errors name the line in the file. Other arguments as for ``iter_pieces``.
+    The bytes are mapped into memory, not copied (read, where they cannot be mapped), and
+    split at line starts over up to ``threads`` threads (None:
+    ``numba.config.NUMBA_NUM_THREADS``), one for each ``THREAD_BYTES`` at least. A first
+    pass counts each part's lines and ``:`` (bounds on its rows and nonzeros), so that
+    every part writes straight into the output at its place. Errors name the line in the
+    file. Other arguments as for ``iter_pieces``.
     """
     parser = _Parser(str(path), n_features, classes)
     with open(path, "rb") as f:
         stop = os.fstat(f.fileno()).st_size if stop is None else stop
         if stop <= start:
             return _Buffers(parser.index_dtype, keep=True).kept()
-        offset = start - start % mmap.ALLOCATIONGRANULARITY
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # read at once
-        mapped = mmap.mmap(f.fileno(), stop - offset, flags, mmap.PROT_READ, offset=offset)
-    text = np.frombuffer(mapped, np.uint8)[start - offset :]
+        text = _mapped(f, start, stop)
     threads = numba.config.NUMBA_NUM_THREADS if threads is None else threads
     cuts = _line_starts(text, max(1, min(threads, text.size // THREAD_BYTES)))
     parts = [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
@@ -324,6 +322,23 @@ def read_file(path, *, start=0, stop=None, n_features=None, classes=(), threads=
     whole.gather(windows)
     del windows  # views of whole's buffers, which are then cut to size in place
     return whole.kept()
+
+
+def _mapped(f, start, stop):
+    """Bytes ``[start, stop)`` of the open file ``f`` as a uint8 array: a memory map, or
+    where the file cannot be mapped, read into memory."""
+    offset = start - start % mmap.ALLOCATIONGRANULARITY
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # read at once
+    try:
+        mapped = mmap.mmap(f.fileno(), stop - offset, flags, mmap.PROT_READ, offset=offset)
+        return np.frombuffer(mapped, np.uint8)[start - offset :]
+    except (OSError, ValueError):
+        text = np.empty(stop - start, np.uint8)
+        f.seek(start)
+        done = 0
+        while done < text.size and (got := f.readinto(memoryview(text)[done:])):
+            done += got
+        return text[:done]
 
 
 def _parse_into(work):
