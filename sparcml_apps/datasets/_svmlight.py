@@ -71,7 +71,7 @@ class _Buffers:
         self.keep = keep
         self.rows = self.nnz = 0  # kept so far
         self.max_column = -1
-        self.first = (0, 0)  # the first row and nonzero in the buffers of a ``window``
+        self.first = None  # for a ``window``: its first row and nonzero in the whole
         self.row_nnz = np.empty(_ROWS if rows is None else rows, np.int64)
         self.labels = np.empty(_ROWS if rows is None else rows, np.float64)
         self.indices = np.empty(_NNZ if nnz is None else nnz, index_dtype)
@@ -97,6 +97,8 @@ class _Buffers:
             k.SLOW_FULL: (("slow",), 0),
         }
         names, kept = groups[full]
+        if self.first is not None and full != k.SLOW_FULL:
+            raise RuntimeError("a window's rows and nonzeros were bounded: it cannot grow")
         for name in names:
             old = getattr(self, name)
             new = np.empty((max(2 * old.shape[0], 1), *old.shape[1:]), old.dtype)
