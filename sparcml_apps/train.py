@@ -23,7 +23,7 @@ import collectives
 from .datasets import from_shards, make_url_like, shard
 from .datasets._dask import _width
 from .estimators import SparseSGDClassifier
-from .spawn import row_blocks
+from .jobs import row_blocks
 
 TOPIC = "sparcml-progress"
 """The Dask event topic on which workers send the progress rows to the client."""
