@@ -337,8 +337,9 @@ class _Job:
                 )
         else:
             how += f"exited with code {os.waitstatus_to_exitcode(status)} before reporting"
-        last = self.output.tail(peer.rank)
-        return collectives.RankError(peer.rank, how + (f"; it printed: {last}" if last else ""))
+            last = self.output.tail(peer.rank)
+            how += f"; it printed last: {last}" if last else ""
+        return collectives.RankError(peer.rank, how)
 
     def _silent(self, peer):
         state = _STATES.get(_process_state(peer.pid), "its state is unknown")
@@ -414,11 +415,13 @@ class _Output:
                 target.write(text)
                 target.flush()
 
-    def tail(self, rank, lines=8):
-        """The last ``lines`` lines worker ``rank`` wrote to stderr, on one line."""
+    def tail(self, rank, lines=3, width=300):
+        """The last ``lines`` lines worker ``rank`` wrote to stderr (each cut to ``width``),
+        on one line."""
         path = self.folder / f"err.{rank}"
         text = path.read_text(errors="replace") if path.exists() else ""
-        return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+        last = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+        return " | ".join(line if len(line) <= width else line[:width] + "..." for line in last)
 
     def launcher(self):
         """What ``mpiexec`` itself printed."""

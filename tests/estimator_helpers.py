@@ -1,6 +1,7 @@
 """Callbacks the MPI tests hand to estimators (importable by worker processes)."""
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -8,6 +9,12 @@ from pathlib import Path
 def fail_on_rank1_at_epoch2(estimator, record):
     if estimator.comm.Get_rank() == 1 and record["epoch"] == 2:
         raise RuntimeError("rank 1 gives up at epoch 2")
+
+
+def exit_on_rank1_at_epoch2(estimator, record):
+    if estimator.comm.Get_rank() == 1 and record["epoch"] == 2:
+        print("rank 1 leaves at epoch 2", file=sys.stderr, flush=True)
+        os._exit(5)
 
 
 class PauseAfterEpoch1:

@@ -3,6 +3,7 @@
 
 import hashlib
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 import joblib
 import numpy as np
 import pytest
-from estimator_helpers import PauseAfterEpoch1, fail_on_rank1_at_epoch2
+from estimator_helpers import PauseAfterEpoch1, exit_on_rank1_at_epoch2, fail_on_rank1_at_epoch2
 from mpirun import run_mpi
 from sklearn.datasets import make_classification
 from testdata import url_like
@@ -172,6 +173,7 @@ def paused_fit(tmp_path, act, **params):
     with pytest.raises(collectives.RankError) as raised:
         model.fit(X, y)
     seconds = time.monotonic() - acted[0]
+    print(f"{seconds:.1f} s from the act to: {raised.value}")  # shown by pytest -s
     thread.join()
     assert not hasattr(model, "coef_")
     return raised.value, pids, seconds
@@ -195,6 +197,15 @@ def test_a_worker_killed_by_sigkill(tmp_path):
     )
     assert_nothing_left(pids)
     assert_a_normal_fit_follows()
+
+
+def test_a_worker_that_crashes(tmp_path):
+    error, pids, seconds = paused_fit(tmp_path, lambda pids: os.kill(pids[1], signal.SIGSEGV))
+    assert seconds < 30
+    assert str(error) == (
+        f"rank 1 failed: its worker process (pid {pids[1]}) was killed by signal 11 (SIGSEGV)"
+    )
+    assert_nothing_left(pids)
 
 
 def test_a_worker_that_stops_responding(tmp_path):
@@ -262,6 +273,19 @@ def test_an_exception_in_a_worker_reaches_the_caller():
         model.fit(X, y)
     assert time.monotonic() - begin < 30
     assert not hasattr(model, "coef_")
+    assert not descendants(os.getpid())
+
+
+def test_a_worker_that_exits():
+    X, y = make_classification(n_samples=3000, n_features=20, random_state=0)
+    model = SparseSGDClassifier(n_jobs=2, callback=exit_on_rank1_at_epoch2, max_iter=50, tol=None)
+    with pytest.raises(collectives.RankError) as raised:
+        model.fit(X, y)
+    assert re.fullmatch(
+        r"rank 1 failed: its worker process \(pid \d+\) exited with code 5 before reporting; "
+        r"it printed last: rank 1 leaves at epoch 2",
+        str(raised.value),
+    )
     assert not descendants(os.getpid())
 
 
