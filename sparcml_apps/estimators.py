@@ -7,6 +7,7 @@ MPI job of their own (:mod:`sparcml_apps.jobs`); on the workers of a Dask cluste
 ``X`` is a Dask array (:mod:`sparcml_apps.cluster`).
 """
 
+import functools
 import warnings
 from numbers import Integral, Real
 
@@ -16,7 +17,13 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOptions
+from sklearn.utils._param_validation import (
+    HasMethods,
+    Interval,
+    InvalidParameterError,
+    Options,
+    StrOptions,
+)
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
@@ -24,9 +31,16 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 import collectives
 
-from . import jobs, training
+from . import holdout, jobs, training
 
 SPARSE_INTERCEPT_DECAY = 0.01  # as scikit-learn: sparse rows update the intercept less
+RANK_OWN = {"comm", "n_jobs", "callback", "verbose", "random_state"}
+"""Parameters that may differ between ranks (rank 0's ``random_state`` seeds them all)."""
+BOOL_IS_NOT_A_NUMBER = {
+    "batch_size": "an int in the range [1, inf)",
+    "topk": "an int in the range [1, inf) or a float in the range (0, 1]",
+}
+"""Numeric parameters where True would be read as 1 (scikit-learn's checks accept it)."""
 
 
 def _as_scipy(X):
@@ -38,6 +52,32 @@ def _as_scipy(X):
 
 def _to_csr(X):
     return X.tocsr() if sp.issparse(X) else sp.csr_matrix(X)
+
+
+def _same(a, b):
+    """Whether two gathered values are equal (arrays compared whole)."""
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    return bool(a == b)
+
+
+def _per_rank(records, key):
+    """The values of ``key`` in the ranks' ``records``: "16 on ranks 0, 2; 17 on rank 1"."""
+    groups = []
+    for rank, record in enumerate(records):
+        value = record[key]
+        group = next((g for g in groups if _same(g[0], value)), None)
+        if group is None:
+            groups.append((value, [rank]))
+        else:
+            group[1].append(rank)
+    return "; ".join(
+        f"{(value.tolist() if isinstance(value, np.ndarray) else value)!r} on "
+        f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+        for value, ranks in groups
+    )
 
 
 class _SparseSGD(BaseEstimator):
@@ -155,6 +195,12 @@ class _SparseSGD(BaseEstimator):
     def _check_parameters(self):
         """The rules that tie parameters together."""
         name = type(self).__name__
+        for param, expected in BOOL_IS_NOT_A_NUMBER.items():
+            if isinstance(getattr(self, param), (bool, np.bool_)):
+                raise InvalidParameterError(
+                    f"The {param!r} parameter of {name} must be {expected}, not a bool. "
+                    f"Got {getattr(self, param)!r} instead."
+                )
         if self.learning_rate != "optimal" and self.eta0 <= 0:
             raise ValueError(
                 f"The 'eta0' parameter of {name} must be > 0 with "
@@ -193,6 +239,11 @@ class _SparseSGD(BaseEstimator):
             y_numeric=not isinstance(self, ClassifierMixin),
             ensure_min_samples=0 if allow_empty else 1,
         )
+        if X.shape[0] == 0 and sample_weight is not None:  # other ranks hold the rows
+            if np.ndim(sample_weight) and np.shape(sample_weight) != (0,):
+                shape = np.shape(sample_weight)
+                raise ValueError(f"sample_weight.shape == {shape}, expected (0,)!")
+            sample_weight = None
         sample_weight = _check_sample_weight(
             sample_weight,
             X,
@@ -230,6 +281,8 @@ class _SparseSGD(BaseEstimator):
         """Fit here, on the ranks of ``comm``, on ``n_jobs`` worker processes, or on the
         workers of a Dask cluster when ``X`` is a Dask array."""
         self._check_parameters()
+        if method == "partial_fit" and self.early_stopping:
+            raise ValueError("early_stopping should be False with partial_fit")
         if hasattr(X, "__dask_graph__"):
             from . import cluster
 
@@ -254,26 +307,34 @@ class _SparseSGD(BaseEstimator):
         sample_weight=None,
     ):
         """Fit on every rank of ``comm``, each rank with its own rows."""
-        first_call = self._first_call(partial)
+        fresh = self._fresh(partial)
+        previous_classes = getattr(self, "classes_", None)
         error = None
         try:
             X, y, sample_weight, sparse_input, labels = self._validate_fit_data(
-                X, y, sample_weight, reset=first_call, allow_empty=comm.Get_size() > 1
+                X, y, sample_weight, reset=fresh, allow_empty=comm.Get_size() > 1
             )
         except Exception as exc:  # noqa: BLE001 - every rank raises it, below
             error = exc
         collectives.check(error, comm)
-        setup, y_encoded, row_weight = self._agree_on_data(
-            comm, X, y, labels, sample_weight, sparse_input, partial, first_call, classes
+        setup, X, y_encoded, row_weight = self._agree_on_data(
+            comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
         )
-        weights = self._initial_weights(setup, first_call, partial, coef_init, intercept_init)
+        error = weights = None
+        try:
+            weights = self._initial_weights(
+                setup, partial, coef_init, intercept_init, previous_classes
+            )
+        except Exception as exc:  # noqa: BLE001 - every rank raises it, below
+            error = exc
+        collectives.check(error, comm)
         validation = None
         if self.early_stopping and not partial:
             X, y_encoded, row_weight, validation = self._hold_out(
-                comm, X, y_encoded, row_weight, setup.seed
+                comm, X, y_encoded, row_weight, setup
             )
         if self.callback is not None:
-            setup.callback = self._report_to_callback
+            setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype)
         try:
             history = training.train(
                 X,
@@ -290,7 +351,7 @@ class _SparseSGD(BaseEstimator):
             raise
         except Exception as exc:  # noqa: BLE001 - delivered to every rank
             collectives.check(exc, comm)
-        self._store(weights, history, partial)
+        self._store(weights, history, X.dtype)
         if not partial and self.tol is not None and len(history) == self.max_iter:
             warnings.warn(
                 "Maximum number of iteration reached before convergence. Consider "
@@ -300,35 +361,65 @@ class _SparseSGD(BaseEstimator):
             )
         return self
 
-    def _first_call(self, partial):
+    def _fresh(self, partial):
         """Whether this fit starts afresh (and so learns the width of ``X``)."""
-        return not (partial or self.warm_start) or not hasattr(self, "coef_")
+        return not partial or not hasattr(self, "coef_")
 
     def _agree_on_data(
-        self, comm, X, y, labels, sample_weight, sparse_input, partial, first_call, classes
+        self, comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
     ):
-        """Check that the ranks' data fit together; the setup and encoded targets.
+        """Check that the ranks' data and parameters fit together; the setup, this rank's
+        rows (in the dtype of the others when it holds none) and their encoded targets.
 
         Whatever this raises, it raises on every rank: it decides on gathered values.
         """
-        gathered = comm.allgather(
-            (X.shape[1], labels, X.shape[0], sparse_input, float(sample_weight.sum()))
+        name = type(self).__name__
+        mine = dict(
+            width=X.shape[1],
+            labels=labels,
+            rows=X.shape[0],
+            sparse=sparse_input,
+            weight=float(sample_weight.sum()),
+            dtype=X.dtype.name,
+            params={k: v for k, v in self.get_params(deep=False).items() if k not in RANK_OWN},
+            classes=None if classes is None else np.asarray(classes),
         )
-        widths = sorted({width for width, *_ in gathered})
+        gathered = comm.allgather(mine)
+        widths = sorted({rank["width"] for rank in gathered})
         if len(widths) > 1:
             raise ValueError(
                 f"The ranks passed X with different numbers of features: {widths}. Every "
                 "rank must pass rows of the same width."
             )
-        if sum(rows for _, _, rows, _, _ in gathered) == 0:
+        holding = [rank for rank in gathered if rank["rows"]] or gathered
+        dtypes = [rank["dtype"] for rank in holding]
+        if len(set(dtypes)) > 1:
+            raise ValueError(
+                f"The ranks passed X of different dtypes: {_per_rank(gathered, 'dtype')}. "
+                "Every rank must pass the same dtype (float32 or float64)."
+            )
+        for param in mine["params"]:
+            values = [rank["params"][param] for rank in gathered]
+            if any(not _same(value, values[0]) for value in values):
+                raise ValueError(
+                    f"The {param!r} parameter of {name} must be the same on every rank. "
+                    f"Got {_per_rank([rank['params'] for rank in gathered], param)}."
+                )
+        if any(not _same(rank["classes"], gathered[0]["classes"]) for rank in gathered):
+            raise ValueError(
+                "The 'classes' of partial_fit must be the same on every rank. Got "
+                f"{_per_rank(gathered, 'classes')}."
+            )
+        if sum(rank["rows"] for rank in gathered) == 0:
             raise ValueError(
                 f"Found array with 0 sample(s) on all {comm.Get_size()} ranks, while a "
                 "minimum of 1 is required."
             )
-        if sum(weight for *_, weight in gathered) == 0:
+        if sum(rank["weight"] for rank in gathered) == 0:
             raise ValueError("Sample weights must contain at least one non-zero number.")
+        X = X.astype(dtypes[0], copy=False)  # a rank without rows takes the others' dtype
         # the ranks that hold rows decide whether the input is sparse (intercept decay)
-        sparse_input = any(sparse for _, _, rows, sparse, _ in gathered if rows)
+        sparse_input = any(rank["sparse"] for rank in holding)
         seed = comm.bcast(
             check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
             if comm.Get_rank() == 0
@@ -336,7 +427,7 @@ class _SparseSGD(BaseEstimator):
             root=0,
         )
         y_encoded, n_out, multiclass, pos, neg = self._encode_targets(
-            comm, y, [labels for _, labels, *_ in gathered], partial, first_call, classes
+            comm, y, [rank["labels"] for rank in gathered], partial, fresh, classes
         )
         penalty = self.penalty is not None
         l1_ratio = {"l2": 0.0, "l1": 1.0, "elasticnet": self.l1_ratio, None: 0.0}[self.penalty]
@@ -373,44 +464,65 @@ class _SparseSGD(BaseEstimator):
             verbose=self.verbose,
             classifier=isinstance(self, ClassifierMixin),
         )
-        return setup, y_encoded, sample_weight
+        return setup, X, y_encoded, sample_weight
 
-    def _initial_weights(self, setup, first_call, partial, coef_init, intercept_init):
-        weights = getattr(self, "_weights", None)
-        if partial and not first_call and weights is not None:
-            return weights
+    def _initial_weights(self, setup, partial, coef_init, intercept_init, previous_classes):
+        """The weights to start from: those of the last fit (``partial_fit``, or ``fit``
+        with ``warm_start``), else ``coef_init`` and ``intercept_init``, else zeros. Shapes
+        are checked as scikit-learn checks them."""
+        if partial and hasattr(self, "coef_"):
+            return self._weights
         weights = training.Weights.zeros(setup)
-        if coef_init is None and not first_call:
-            coef_init, intercept_init = self.coef_, self.intercept_
+        names = ("coef_init", "intercept_init")
+        if not partial and self.warm_start and hasattr(self, "coef_"):
+            names = ("coef_ (warm_start=True)", "intercept_ (warm_start=True)")
+            if previous_classes is not None and not _same(previous_classes, self.classes_):
+                raise ValueError(
+                    "warm_start=True continues from the model of the classes "
+                    f"{previous_classes.tolist()}, but y holds the classes "
+                    f"{self.classes_.tolist()}; fit with warm_start=False to start anew."
+                )
+            coef_init = self.coef_ if coef_init is None else coef_init
+            intercept_init = self.intercept_ if intercept_init is None else intercept_init
+        n_out, n_features = setup.n_out, setup.n_features
         if coef_init is not None:
             coef = np.asarray(coef_init.toarray() if sp.issparse(coef_init) else coef_init)
-            shape = (setup.n_out, setup.n_features)
-            if coef.size != np.prod(shape):
-                raise ValueError(f"coef_init must have shape {shape}, got {coef.shape}")
+            if n_out == 1:  # as scikit-learn: any shape of n_features weights
+                shape = f"({n_features},) or (1, {n_features})"
+                fits = coef.size == n_features and coef.ndim <= 2
+            else:
+                shape = f"({n_out}, {n_features}) (classes, features)"
+                fits = coef.shape == (n_out, n_features)
+            if not fits:
+                raise ValueError(f"{names[0]} must have shape {shape}; got {coef.shape}.")
             weights.v[:] = coef.ravel()
         if intercept_init is not None:
-            intercept = np.ravel(np.asarray(intercept_init, np.float64))
-            if intercept.size != setup.n_out:
-                raise ValueError(
-                    f"intercept_init must have shape ({setup.n_out},), got {intercept.shape}"
-                )
+            intercept = np.asarray(intercept_init, np.float64)
+            allowed = [(n_out,)] + ([()] if n_out == 1 else [])
+            if intercept.shape not in allowed:
+                shapes = " or ".join(map(str, allowed))
+                raise ValueError(f"{names[1]} must have shape {shapes}; got {intercept.shape}.")
             weights.intercept[:] = intercept
         return weights
 
-    def _hold_out(self, comm, X, y, row_weight, seed):
-        """Set ``validation_fraction`` of this rank's rows aside for early stopping."""
-        order = np.random.default_rng([seed, comm.Get_rank(), 1]).permutation(X.shape[0])
-        n_held = int(round(self.validation_fraction * X.shape[0]))
-        total = comm.allreduce(n_held)
-        if total == 0 or comm.allreduce(X.shape[0] - n_held) == 0:
+    def _hold_out(self, comm, X, y, row_weight, setup):
+        """Set ``validation_fraction`` of the rows aside for early stopping, the same rows
+        however many ranks hold them (:mod:`sparcml_apps.holdout`); stratified by class."""
+        if not setup.classifier:
+            strata, n_strata = np.zeros(y.size, np.int64), 1
+        elif setup.multiclass:
+            strata, n_strata = y.astype(np.int64), setup.n_out
+        else:
+            strata, n_strata = (y > 0).astype(np.int64), 2
+        held = holdout.held_out(strata, n_strata, self.validation_fraction, setup.seed, comm)
+        held_weight = np.array([row_weight[held].sum()])
+        if collectives.allreduce(held_weight, comm, algorithm="dense")[0] == 0:
             raise ValueError(
-                f"The 'validation_fraction' parameter of {type(self).__name__} must leave "
-                f"both a validation and a training set; got {self.validation_fraction} of "
-                f"{comm.allreduce(X.shape[0])} rows."
+                "The sample weights for validation set are all zero, consider using a "
+                "different random state."
             )
-        held, kept = np.sort(order[:n_held]), np.sort(order[n_held:])
         validation = (X[held], y[held], row_weight[held])
-        return X[kept], y[kept], row_weight[kept], validation
+        return X[~held], y[~held], row_weight[~held], validation
 
     def _detached(self):
         """A bare copy to send to other processes: the same parameters and state, with no
@@ -424,16 +536,21 @@ class _SparseSGD(BaseEstimator):
         """What fitting adds: the attributes ending in ``_`` and the training state."""
         return {k: v for k, v in self.__dict__.items() if k.endswith("_") or k == "_weights"}
 
-    def _report_to_callback(self, record, weights):
-        self.coef_, self.intercept_ = weights.coef(), weights.intercept.copy()
+    def _set_model(self, coef, intercept, dtype):
+        """``coef_`` and ``intercept_`` as scikit-learn shapes them, in the data's dtype."""
+        if not isinstance(self, ClassifierMixin):
+            coef = coef.ravel()
+        self.coef_, self.intercept_ = coef.astype(dtype), intercept.astype(dtype)
+
+    def _report_to_callback(self, record, weights, *, dtype):
+        self._set_model(weights.coef(), weights.intercept, dtype)
         self.callback(self, record.as_dict())
 
-    def _store(self, weights, history, partial):
+    def _store(self, weights, history, dtype):
+        """Keep the training state and set the fitted attributes."""
         self._weights = weights
-        if self.average:
-            self.coef_, self.intercept_ = weights.averaged()
-        else:
-            self.coef_, self.intercept_ = weights.coef(), weights.intercept.copy()
+        current = weights.coef(), weights.intercept
+        self._set_model(*(weights.averaged() if self.average else current), dtype)
         self.n_iter_ = len(history)
         self.t_ = weights.t
         self.comm_stats_ = [record.as_dict() for record in history]
@@ -462,7 +579,8 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     """Linear classifiers (SVM, logistic regression, ...) by SGD over sparse allreduce.
 
     The parameters shared with :class:`sklearn.linear_model.SGDClassifier` mean what they
-    mean there; a step uses ``batch_size`` rows of every rank. Own parameters:
+    mean there, but for the differences the README lists ("Where the meaning differs from
+    scikit-learn's"); a step uses ``batch_size`` rows of every rank. Own parameters:
 
     batch_size : int, default=16
         Rows per rank per step. A step applies the summed gradient of all ranks' rows.
@@ -504,7 +622,9 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
 
     _parameter_constraints = {
         **_SparseSGD._parameter_constraints,
-        "loss": [StrOptions({"hinge", "log_loss", "squared_hinge", "modified_huber"})],
+        "loss": [
+            StrOptions({"hinge", "log_loss", "squared_hinge", "modified_huber", "perceptron"})
+        ],
         "class_weight": [StrOptions({"balanced"}), dict, None],
     }
 
@@ -596,15 +716,33 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
             X, y, method="partial_fit", classes=classes, sample_weight=sample_weight
         )
 
-    def _encode_targets(self, comm, y, labels_per_rank, partial, first_call, classes):
-        """Targets as the kernels want them (+-1, or the class index), class weights."""
-        if partial and first_call:
-            if classes is None:
-                raise ValueError("classes must be passed on the first call to partial_fit.")
-            self.classes_ = unique_labels(classes)
-        elif first_call:
-            self.classes_ = unique_labels(*labels_per_rank)
+    def _encode_targets(self, comm, y, labels_per_rank, partial, fresh, classes):
+        """Targets as the kernels want them (+-1, or the class index), class weights.
+
+        ``classes_`` are those of ``y`` for ``fit``; ``partial_fit`` takes them from
+        ``classes`` on its first call, and any later ``classes`` must be the same.
+        """
         present = unique_labels(*labels_per_rank)
+        if partial:
+            if self.class_weight == "balanced":
+                raise ValueError(
+                    "class_weight 'balanced' is not supported for partial_fit: it would "
+                    "weigh each call's rows alone. Pass the weights of the whole training "
+                    "set instead: class_weight=dict(zip(classes, compute_class_weight("
+                    "'balanced', classes=classes, y=y))) (sklearn.utils.class_weight)."
+                )
+            if classes is None and fresh:
+                raise ValueError("classes must be passed on the first call to partial_fit.")
+            if classes is not None:
+                classes = unique_labels(classes)
+                if not fresh and not np.array_equal(classes, self.classes_):
+                    raise ValueError(
+                        f"`classes={classes.tolist()}` is not the same as on last call to "
+                        f"partial_fit, was: {self.classes_.tolist()}"
+                    )
+                self.classes_ = classes
+        else:
+            self.classes_ = present
         unknown = np.setdiff1d(present, self.classes_)
         if unknown.size:
             raise ValueError(

@@ -79,7 +79,7 @@ def fit(estimator, method, X, y, *, sample_weight=None, timings=None, **kwargs):
     """
     begin = time.monotonic()
     X, y, weight, _, _ = estimator._validate_fit_data(
-        X, y, sample_weight, reset=estimator._first_call(method == "partial_fit")
+        X, y, sample_weight, reset=estimator._fresh(method == "partial_fit")
     )
     n = workers(estimator.n_jobs)
     task = (estimator._detached(), method, kwargs)

@@ -20,6 +20,7 @@ LOSSES = {
     "squared_error": 4,
     "huber": 5,
     "epsilon_insensitive": 6,
+    "perceptron": 7,
 }
 SCHEDULES = {"constant": 0, "optimal": 1, "invscaling": 2, "adaptive": 3}
 MAX_DLOSS = 1e12
@@ -54,6 +55,9 @@ def loss_and_slope(code, p, y, param):
     if code == 0:  # hinge
         z = p * y
         return (1.0 - z, -y) if z <= 1.0 else (0.0, 0.0)
+    if code == 7:  # perceptron: hinge with threshold 0
+        z = p * y
+        return (-z, -y) if z <= 0.0 else (0.0, 0.0)
     if code == 1:  # log_loss
         z = p * y
         if z > 18.0:

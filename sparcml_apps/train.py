@@ -10,7 +10,10 @@ would have sent. Rank 0 (or the Dask client) writes the model (joblib) and the m
 """
 
 import json
+import math
+import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -20,8 +23,11 @@ import numpy as np
 
 import collectives
 
-from .datasets import from_shards, make_url_like, shard
+from .datasets import from_shards, make_url_like, read_catalog, shard
+from .datasets._cache import is_cache
+from .datasets._compression import sniff
 from .datasets._dask import _width
+from .datasets._files import set_default_mode
 from .estimators import SparseSGDClassifier
 from .jobs import row_blocks
 
@@ -136,7 +142,7 @@ def print_header(file=sys.stdout):
 
 def print_row(row, file=sys.stdout):
     accuracy = row["test_accuracy"]
-    saved = row["dense_bytes"] / row["bytes_sent"] if row["bytes_sent"] else float("inf")
+    sent, dense = row["bytes_sent"], row["dense_bytes"]
     cells = [
         f"{row['epoch']:13d}",
         f"{row['loss']:13.6f}",
@@ -144,9 +150,105 @@ def print_row(row, file=sys.stdout):
         f"{row['seconds']:13.2f}",
         f"{row['bytes_sent'] / 1e6:13.2f}",
         f"{row['dense_bytes'] / 1e6:13.1f}",
-        f"{saved:12.1f}x",
+        f"{dense / sent:12.1f}x" if sent else f"{'-':>13}",  # one rank sends nothing
     ]
     print(" ".join(cells), file=file, flush=True)
+
+
+def check_options(options):
+    """Raise ValueError naming the first option of ``sparcml train`` that cannot work,
+    before any data is read or any rank started."""
+    for flag, value, least in (
+        ("--ranks", options.ranks, 1),
+        ("--rows", options.rows, 1),
+        ("--features", options.features, 1),
+        ("--nnz-per-row", options.nnz_per_row, 1),
+        ("--n-features", options.n_features, 1),
+        ("--batch-size", options.batch_size, 1),
+        ("--epochs", options.epochs, 1),
+        ("--workers", options.workers, 1),
+        ("--data-seed", options.data_seed, 0),
+        ("--random-state", options.random_state, 0),
+    ):
+        if value is not None and value < least:
+            raise ValueError(f"{flag} must be at least {least}; got {value}")
+    for flag, value in (
+        ("--data-seed", options.data_seed),
+        ("--random-state", options.random_state),
+    ):
+        if value >= 2**32:
+            raise ValueError(f"{flag} must be below 2**32; got {value}")
+    if not (math.isfinite(options.alpha) and options.alpha >= 0):
+        raise ValueError(f"--alpha must be a finite number >= 0; got {options.alpha}")
+    if not 0 <= options.test_fraction < 1:
+        raise ValueError(f"--test-fraction must be in [0, 1); got {options.test_fraction}")
+    if not (isinstance(options.topk, int) or 0 < options.topk <= 1):
+        raise ValueError(f"--topk must be a fraction in (0, 1] or a count >= 1; got {options.topk}")
+    if options.scheduler_file and not options.dask:
+        raise ValueError("--scheduler-file goes with --dask")
+    if options.shutdown and not options.scheduler_file:
+        raise ValueError("--shutdown goes with --scheduler-file")
+    if options.ranks is not None and options.dask:
+        raise ValueError(
+            "--ranks does not go with --dask: start Dask with mpiexec -n N sparcml train "
+            "--dask, or give --scheduler-file"
+        )
+    if options.data_home is not None and Path(options.data_home).exists():
+        if not Path(options.data_home).is_dir():
+            raise ValueError(f"--data-home must be a directory; got the file {options.data_home}")
+    _check_data("--dataset", options.dataset, options.n_features)
+    _check_data("--test", options.test, 1)  # its columns are those of --dataset
+    model, metrics = Path(options.model), Path(options.metrics)
+    _check_output("--model", model)
+    _check_output("--metrics", metrics)
+    if model.resolve() == metrics.resolve():
+        raise ValueError(f"--model and --metrics must be different files; both are {model}")
+
+
+def _check_data(flag, value, n_features):
+    """A dataset option: a CSR cache, an uncompressed file, or a catalogue name."""
+    if value is None:
+        return
+    path = Path(value)
+    if is_cache(path):
+        return
+    if path.is_dir():
+        raise ValueError(f"{flag} {value}: expected a CSR cache directory; it has no manifest.json")
+    if path.exists():
+        compression = sniff(path)
+        if compression != "none":
+            raise ValueError(
+                f"{flag} {value}: {compression}-compressed data cannot be shared out by "
+                "bytes; convert it to a CSR cache (sparcml-datasets convert NAME, or "
+                "convert_svmlight) or decompress it"
+            )
+        if n_features is None:
+            raise ValueError(
+                f"--n-features is required with the file {value}: each rank reads only its rows"
+            )
+        return
+    catalog = read_catalog()
+    if value not in catalog.datasets:
+        raise ValueError(
+            f"{flag} {value}: no such file or directory, and no dataset of that name in "
+            f"the catalogue (known: {', '.join(catalog.datasets)})"
+        )
+
+
+def _check_output(flag, path):
+    """An output file: not a directory, in a directory where a file can be made."""
+    if path.is_dir():
+        raise ValueError(f"{flag} {path}: expected a file name; it is a directory")
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"{flag} {path}: {folder} is not a directory")
+    try:  # a real try: permission bits do not tell for root, read-only mounts or /proc
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{flag} {path}: cannot write in {folder} ({exc.strerror})") from None
 
 
 def sources(options):
@@ -280,12 +382,45 @@ def finish(options, model, rows, seconds, train, *, mode, ranks):
     accuracy = metrics["test_accuracy"]
     print(
         f"test accuracy {accuracy:.4f}" if accuracy is not None else "no test rows",
-        f"| fit {seconds:.1f} s | sent {sent / 1e6:.1f} MB; a dense allreduce would have "
-        f"sent {dense / 1e6:.1f} MB ({dense / max(sent, 1):.0f}x more)",
+        f"| fit {seconds:.1f} s | {_traffic(sent, dense)}",
         flush=True,
     )
-    for path in (options.model, options.metrics):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    joblib.dump(model, options.model)
-    Path(options.metrics).write_text(json.dumps(metrics, indent=2, default=str) + "\n")
+    _write(options.model, lambda path: joblib.dump(model, path))
+    _write(
+        options.metrics,
+        lambda path: Path(path).write_text(json.dumps(metrics, indent=2, default=str) + "\n"),
+    )
     print(f"model: {options.model}\nmetrics: {options.metrics}", flush=True)
+
+
+def _traffic(sent, dense):
+    """The bytes sent against those of a dense allreduce, in words."""
+    if not sent:
+        return "nothing sent (one rank)"
+    if dense >= sent:
+        compared = f"{_times(dense / sent)} more"
+    else:
+        compared = f"{_times(sent / max(dense, 1))} less"
+    return (
+        f"sent {sent / 1e6:.1f} MB; a dense allreduce would have sent {dense / 1e6:.1f} MB "
+        f"({compared})"
+    )
+
+
+def _times(ratio):
+    return f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.1f}x"
+
+
+def _write(path, save):
+    """Write the file ``path`` with ``save(temporary path)`` and rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        save(tmp)
+        set_default_mode(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

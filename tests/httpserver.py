@@ -16,9 +16,10 @@ class FileServer:
     ``script[name]`` lists what the next requests for file ``name`` get, one item each:
     an int (that HTTP status, no body), ``("cut", n)`` (the headers of the whole answer but
     only ``n`` bytes of body, then the connection closes), ``("stall", seconds)`` (no
-    answer for that long) or ``("slow", seconds)`` (the answer in ten parts spread over
-    that long). Requests beyond the list are served normally. ``requests`` logs
-    ``(name, Range header)`` of each request.
+    answer for that long), ``("slow", seconds)`` (the answer in ten parts spread over
+    that long) or ``("body", data)`` (``data`` served as the file, with status 200 or 206).
+    Requests beyond the list are served normally. ``requests`` logs ``(name, Range
+    header)`` of each request.
     """
 
     def __init__(self, root):
@@ -68,10 +69,13 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(action[1])
             return
         path = self.state.root / name
-        if not path.is_file():
+        if isinstance(action, tuple) and action[0] == "body":
+            data = action[1]
+        elif path.is_file():
+            data = path.read_bytes()
+        else:
             self.send_error(404)
             return
-        data = path.read_bytes()
         start = 0
         match = re.fullmatch(r"bytes=(\d+)-", range_header or "")
         if match:

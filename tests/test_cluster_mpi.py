@@ -45,6 +45,10 @@ def test_six_ranks_on_dask_reach_the_in_process_accuracy(tmp_path):
     for name in ("a9a", "halves"):
         assert accuracy(saved[name], Xt, yt) >= alone - 0.003, (name, saved[name], alone)
     assert saved["halves"].tobytes() == saved["halves_again"].tobytes()
+    # sample weights, while two workers hold no chunk: the accuracy of the same weights here
+    weight = np.random.default_rng(0).uniform(0.5, 2.0, X.shape[0])
+    here = SparseSGDClassifier(random_state=0, **options).fit(X, y, sample_weight=weight)
+    assert accuracy(saved["halves_weighted"], Xt, yt) >= here.score(Xt, yt) - 0.003
     assert_clean(result)
 
 

@@ -66,6 +66,7 @@ EXPECTED = {
     "info": ["--data-home", "--catalog", "NAME"],
     "download": ["--data-home", "--catalog", "--mirror", "--force", "--quiet", "NAME"],
     "verify": ["--data-home", "--catalog", "--quiet", "NAME"],
+    "forget": ["--data-home", "--catalog", "NAME"],
     "convert": [
         "--data-home",
         "--catalog",
@@ -166,8 +167,8 @@ def test_checksum_mismatch_exits_non_zero_and_leaves_no_file(capsys, tmp_path, s
     received = hashlib.md5((server.root / "a9a.bz2").read_bytes()).hexdigest()
     assert code == 1 and out == ""
     assert err == (
-        f"sparcml-datasets: error: {server.url}a9a.bz2: md5 mismatch: "
-        f"expected {'0' * 32}, received {received}\n"
+        f"sparcml-datasets: error: {server.url}a9a.bz2: md5 mismatch: expected {'0' * 32} "
+        f"(published in the catalogue {catalog}), received {received}\n"
     )
     assert sorted(p.name for p in (tmp_path / "downloads").iterdir()) == ["a9a.bz2.lock"]
 

@@ -26,7 +26,7 @@ from httpserver import FileServer
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from sparcml_apps import datasets
-from sparcml_apps.datasets import ChecksumError, DownloadError, ParseError, _download
+from sparcml_apps.datasets import ChecksumError, ContentError, DownloadError, _download
 
 A9A = {"task": "binary", "split": "train", "n_samples": 32561, "n_features": 123, "labels": [-1, 1]}
 
@@ -139,11 +139,18 @@ def test_generated_file_is_recorded_and_loads_like_scikit_learn(site):
     assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref)
     recorded = (site.home / "checksums.json").read_text()
     assert sha256(site.served / "url-like.svm.xz") in recorded
-    # from now on the recorded digest is checked: a changed file on the server is refused
+    # from now on the recorded digest is checked: a changed file on the server is refused,
+    # and the good file stays
+    good = sha256(site.served / "url-like.svm.xz")
     (site.served / "url-like.svm.xz").write_bytes(lzma.compress(b"1 1:1\n"))
-    with pytest.raises(ChecksumError, match="sha256 mismatch"):
+    with pytest.raises(ChecksumError) as caught:
         datasets.download("url-like", force=True, progress=False, **options(site))
-    assert not datasets.dataset_path("url-like", data_home=site.home, catalog=site.catalog).exists()
+    assert f"sha256 mismatch: expected {good} (recorded at its first download in " in str(
+        caught.value
+    )
+    assert "checksums.json; `sparcml-datasets forget url-like` forgets it)" in str(caught.value)
+    target = datasets.dataset_path("url-like", data_home=site.home, catalog=site.catalog)
+    assert sha256(target) == good
 
 
 def test_cut_transfer_resumes_with_range_and_gives_the_right_checksum(site, monkeypatch):
@@ -193,7 +200,8 @@ def test_checksum_mismatch_names_both_digests_and_leaves_no_file(site):
     with pytest.raises(ChecksumError) as caught:
         datasets.download("wrong", progress=False, **options(site))
     message = str(caught.value)
-    assert f"expected {'0' * 64}, received {sha256(site.served / 'copy.xz')}" in message
+    assert f"expected {'0' * 64} (published in the catalogue {site.catalog}), " in message
+    assert message.endswith(f"received {sha256(site.served / 'copy.xz')}")
     assert not [p for p in (site.home / "downloads").iterdir() if not p.name.endswith(".lock")]
 
 
@@ -219,17 +227,20 @@ def test_verify_detects_a_changed_file(site):
         == f"md5:{digest}"
     )
     target.write_bytes(target.read_bytes()[:-1] + b"x")
-    with pytest.raises(ChecksumError, match=f"md5 mismatch: expected {digest}, received"):
+    with pytest.raises(ChecksumError, match=f"md5 mismatch: expected {digest} .*, received") as e:
         datasets.verify("a9a-bz2", data_home=site.home, catalog=site.catalog)
+    assert str(e.value).endswith("`sparcml-datasets download a9a-bz2 --force` fetches it again")
 
 
-def test_corrupt_download_fails_conversion_and_leaves_no_cache(site):
+def test_corrupt_download_is_refused_and_leaves_no_file_or_cache(site):
     packed = (site.served / "url-like.svm.xz").read_bytes()
     (site.served / "url-like.svm.xz").write_bytes(packed[: len(packed) // 2])
-    with pytest.warns(UserWarning, match="recorded sha256"):
-        with pytest.raises(ParseError, match=r"url-like\.svm\.xz, line \d+: cannot read"):
-            datasets.load("url-like", progress=False, **options(site))
+    with pytest.raises(ContentError, match=r"url-like\.svm\.xz, line \d+: cannot read") as e:
+        datasets.load("url-like", progress=False, **options(site))
+    assert str(e.value).endswith("it was deleted and nothing recorded")
     assert [p.name for p in (site.home / "csr").iterdir()] == ["url-like.lock"]
+    assert sorted(p.name for p in (site.home / "downloads").iterdir()) == ["url-like.svm.xz.lock"]
+    assert not (site.home / "checksums.json").exists()
 
 
 def test_conversion_is_cached_and_forced_again(site):
@@ -300,7 +311,10 @@ def test_interrupt_leaves_a_resumable_part(site):
             process.kill()
             process.wait()
     assert process.returncode == 130, stderr
-    assert "interrupted; a partial download stays as FILE.part" in stderr
+    assert stderr == (
+        "sparcml-datasets: interrupted; nothing half-written was put in place; the partial "
+        f"download {part} resumes on the next run\n"
+    )
     assert not target.exists() and 0 < part.stat().st_size < (site.served / "a9a").stat().st_size
     resumed_from = part.stat().st_size
     assert datasets.download("a9a", progress=False, **options(site)) == target

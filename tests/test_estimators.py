@@ -147,7 +147,7 @@ def test_float32_and_float64(dtype):
     X, y = make_classification(n_samples=400, n_features=20, random_state=2)
     model = SparseSGDClassifier(random_state=0).fit(sp.csr_matrix(X.astype(dtype)), y)
     assert model.score(X, y) > 0.8
-    assert model.coef_.dtype == np.float64
+    assert model.coef_.dtype == model.intercept_.dtype == dtype  # as scikit-learn's
 
 
 def test_multiclass_one_vs_rest_in_one_vector():

@@ -1,11 +1,13 @@
 """The estimators on several ranks: under mpiexec (SPMD), and n_jobs against it on a9a."""
 
+import json
 import time
 
 import numpy as np
 import pytest
 from mpirun import run_mpi
 from sklearn.datasets import load_svmlight_file
+from sklearn.model_selection import StratifiedShuffleSplit
 from testdata import LIBSVM, needs_a9a
 
 from sparcml_apps import SparseSGDClassifier
@@ -96,9 +98,55 @@ def test_a_rank_without_rows_takes_part():
     assert len({digest for _, digest, *_ in answers}) == 1  # one model on every rank
     assert float(answers[0][0]) > 0.8
     assert result.stdout[1].endswith("['no', 'yes']\n")
+    # sample weights (an empty array on the rank without rows): weights of one change nothing
+    assert all(weighted == digest for _, digest, weighted, *_ in answers), result.report()
 
 
 def test_no_rows_on_any_rank_is_an_error():
     result = run_mpi("fit_empty_rank.py", 2, "none", timeout=120)
     for out in result.stdout:
         assert out.startswith("ValueError: Found array with 0 sample(s) on all 2 ranks"), out
+
+
+@pytest.fixture(scope="module")
+def early_stopping_splits():
+    return {
+        nprocs: json.loads(run_mpi("early_stopping_split.py", nprocs, timeout=120).stdout[0])
+        for nprocs in (1, 3, 4)
+    }
+
+
+@pytest.mark.parametrize("nprocs", [3, 4])
+def test_early_stopping_holds_out_the_same_rows_on_any_number_of_ranks(
+    early_stopping_splits, nprocs
+):
+    alone, spread = early_stopping_splits[1], early_stopping_splits[nprocs]
+    assert spread["held"] == alone["held"]
+    # as many rows of each class as scikit-learn's stratified split holds out
+    labels = np.random.default_rng(0).choice(3, size=103, p=[0.5, 0.3, 0.2])
+    split = StratifiedShuffleSplit(test_size=0.25, random_state=0)
+    _, test = next(split.split(np.zeros((103, 1)), labels))
+    counts = np.bincount(labels[test], minlength=3)
+    assert np.array_equal(np.bincount(labels[alone["held"]], minlength=3), counts)
+    # 12 rows on 4 ranks of 3: 2 held out in all, as scikit-learn's split of 12 rows
+    assert spread["rows"] == alone["rows"] == 10
+
+
+def test_ranks_that_disagree_are_told_what_differs():
+    result = run_mpi("fit_disagree.py", 3, timeout=120)
+    for out in result.stdout:
+        lines = dict(line.split(": ", 1) for line in out.splitlines())
+        assert lines["dtype"] == (
+            "ValueError: The ranks passed X of different dtypes: 'float64' on ranks 0, 2; "
+            "'float32' on rank 1. Every rank must pass the same dtype (float32 or float64)."
+        )
+        assert lines["batch_size"] == (
+            "ValueError: The 'batch_size' parameter of SparseSGDClassifier must be the same "
+            "on every rank. Got 16 on ranks 0, 2; 17 on rank 1."
+        )
+        assert lines["classes"].startswith(
+            "ValueError: The 'classes' of partial_fit must be the same on every rank. Got "
+            "[0, 1] on ranks 0, 2; [0, 1, 2] on rank 1."
+        )
+        # a rank without rows takes the dtype of those with rows
+        assert lines["empty"] == "ok float32"

@@ -135,11 +135,14 @@ def test_a_refit_learns_the_new_width():
         model.partial_fit(X, y)
 
 
-def test_more_workers_than_rows():
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_more_workers_than_rows(weighted):
     X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1]])
     y = np.array([1, 0, 1])
+    weight = np.array([1.0, 2.0, 1.0]) if weighted else None
     # row_blocks(3, 4): worker 0 holds no rows
-    model = SparseSGDClassifier(random_state=0, n_jobs=4, max_iter=20, tol=None).fit(X, y)
+    model = SparseSGDClassifier(random_state=0, n_jobs=4, max_iter=20, tol=None)
+    model.fit(X, y, sample_weight=weight)
     assert model.score(X, y) == 1.0
 
 

@@ -1,7 +1,10 @@
 """sparcml train: local ranks, mpiexec, Dask, the saved outputs and malformed data."""
 
+import bz2
+import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +15,9 @@ import pytest
 from mpirun import MPI_ENV, run_mpi
 from testdata import LIBSVM, needs_a9a
 
-from sparcml_apps.cli.main import main
-from sparcml_apps.train import Source
+from sparcml_apps.bench import BENCHMARKS
+from sparcml_apps.cli.main import build_parser, main
+from sparcml_apps.train import Source, _traffic, print_row
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -119,17 +123,137 @@ def test_dask_reports_a_malformed_chunk_and_the_job_ends(tmp_path):
     assert result.stderr[1].startswith(f"sparcml train: error: ParseError: {broken} (bytes ")
 
 
-def test_command_line_errors(capsys):
+A9A_FILE = ["--dataset", str(LIBSVM / "a9a"), "--n-features", "123"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        (["--epochs", "0"], "--epochs must be at least 1; got 0"),
+        (["--alpha", "-1"], "--alpha must be a finite number >= 0; got -1.0"),
+        (["--alpha", "nan"], "--alpha must be a finite number >= 0; got nan"),
+        (["--batch-size", "0"], "--batch-size must be at least 1; got 0"),
+        (["--topk", "0"], "--topk must be a fraction in (0, 1] or a count >= 1; got 0.0"),
+        (["--topk", "1.5"], "--topk must be a fraction in (0, 1] or a count >= 1; got 1.5"),
+        (["--topk", "many"], "argument --topk: expected a fraction or a count; got 'many'"),
+        (["--test-fraction", "1.5"], "--test-fraction must be in [0, 1); got 1.5"),
+        (["--test-fraction", "1"], "--test-fraction must be in [0, 1); got 1.0"),
+        (["--ranks", "0"], "--ranks must be at least 1; got 0"),
+        (["--rows", "0"], "--rows must be at least 1; got 0"),
+        (["--random-state", "-1"], "--random-state must be at least 0; got -1"),
+        (["--data-seed", str(2**32)], f"--data-seed must be below 2**32; got {2**32}"),
+        (["--ranks", "2", "--dask"], "--ranks does not go with --dask: start Dask with"),
+        (["--scheduler-file", "x.json"], "--scheduler-file goes with --dask"),
+        (["--shutdown"], "--shutdown goes with --scheduler-file"),
+        (["--model", "/proc/model.joblib"], "--model /proc/model.joblib: cannot write in /proc"),
+        (["--metrics", "/proc/m.json"], "--metrics /proc/m.json: cannot write in /proc"),
+        (["--metrics", "README.md/m.json"], "--metrics README.md/m.json: README.md is not a"),
+        (["--model", "/tmp"], "--model /tmp: expected a file name; it is a directory"),
+        (["--model", "same", "--metrics", "./same"], "--model and --metrics must be different"),
+        (["--dataset", "no-such-set"], "--dataset no-such-set: no such file or directory, and"),
+        (["--test", "no-such-set"], "--test no-such-set: no such file or directory, and no"),
+        (["--dataset", str(LIBSVM / "a9a")], "--n-features is required with the file"),
+        (["--dataset", str(ROOT)], f"--dataset {ROOT}: expected a CSR cache directory; it"),
+        (["--data-home", str(ROOT / "README.md")], "--data-home must be a directory; got the"),
+    ],
+)
+def test_options_are_checked_before_any_work(capsys, monkeypatch, arguments, error):
+    """Each bad option fails at once, named as on the command line, with the usage of
+    `sparcml train`: no rank is started and no data read."""
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started")
+
+    from sparcml_apps import _mpiexec, train
+
+    for module, function in ((train, "run_spmd"), (train, "run_dask"), (_mpiexec, "run")):
+        monkeypatch.setattr(module, function, no_work)
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as caught:
+        main(["train", *arguments])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2
+    assert err.startswith("usage: sparcml train ") and f"sparcml train: error: {error}" in err
+
+
+def test_a_compressed_file_is_refused_before_any_work(capsys, tmp_path):
+    packed = tmp_path / "a9a.bz2"
+    packed.write_bytes(bz2.compress(b"+1 1:1\n"))
     with pytest.raises(SystemExit):
-        main(["train", "--scheduler-file", "x.json"])
-    assert "--scheduler-file goes with --dask" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["train", "--ranks", "2", "--dask"])
-    assert "--ranks takes a positive count, and not with --dask" in capsys.readouterr().err
-    # an abbreviation of --ranks would survive into the ranks' command line
+        main(["train", "--dataset", str(packed), "--n-features", "123"])
+    err = capsys.readouterr().err
+    assert f"--dataset {packed}: bz2-compressed data cannot be shared out by bytes" in err
+
+
+def test_an_abbreviation_of_ranks_is_refused(capsys):
+    # it would survive into the ranks' command line, and every rank would start ranks
     with pytest.raises(SystemExit):
         main(["train", "--rank", "2"])
     assert "unrecognized arguments: --rank 2" in capsys.readouterr().err
+
+
+def test_help_states_each_default_once(capsys):
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    stated = [a for a in train._actions if a.option_strings and a.dest not in ("help",)]
+    assert len(stated) > 20
+    for action in stated:
+        assert action.help.count("(default:") == 1, action.option_strings
+    with pytest.raises(SystemExit) as caught:
+        main(["train", "--help"])
+    assert caught.value.code == 0
+    assert " ".join(capsys.readouterr().out.split()).count("(default:") == len(stated)
+
+
+def test_the_table_and_summary_of_traffic():
+    out = io.StringIO()
+    row = {"epoch": 1, "loss": 0.5, "test_accuracy": 0.8, "seconds": 1.0}
+    print_row({**row, "bytes_sent": 0, "dense_bytes": 0}, file=out)  # one rank
+    print_row({**row, "bytes_sent": 4_400_000, "dense_bytes": 4_000_000}, file=out)
+    print_row({**row, "bytes_sent": 1_000_000, "dense_bytes": 142_800_000}, file=out)
+    assert [line.split()[-1] for line in out.getvalue().splitlines()] == ["-", "0.9x", "142.8x"]
+    assert _traffic(0, 0) == "nothing sent (one rank)"
+    assert _traffic(4_400_000, 4_000_000) == (
+        "sent 4.4 MB; a dense allreduce would have sent 4.0 MB (1.1x less)"
+    )
+    assert _traffic(4_000_000, 5_000_000).endswith("(1.2x more)")
+    assert _traffic(1_000_000, 142_800_000).endswith("(143x more)")
+
+
+def test_one_rank_reports_no_traffic(tmp_path):
+    arguments = ["--rows", "2000", "--features", "5000", "--nnz-per-row", "10", "--epochs", "1"]
+    done = subprocess.run(
+        [BIN / "sparcml", "train", *arguments, *outputs(tmp_path)],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **MPI_ENV},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[2].split()[0] == "1" and lines[2].split()[-1] == "-"
+    assert lines[3].endswith("| nothing sent (one rank)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "model.joblib"]
+
+
+def test_ctrl_c_ends_local_ranks_quietly(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    arguments = ["--rows", "100000", "--features", "500000", "--epochs", "50"]
+    process = subprocess.Popen(
+        [BIN / "sparcml", "train", "--ranks", "2", *arguments, *outputs(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **MPI_ENV},
+    )  # fmt: skip
+    try:
+        assert "sparcml train:" in process.stdout.readline()  # the ranks are at work
+        ranks = psutil.Process(process.pid).children(recursive=True)
+        assert len([p for p in ranks if "python" in p.name()]) >= 2
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130
+    assert stderr == "sparcml train: interrupted; no model or metrics written\n"
+    _, alive = psutil.wait_procs(ranks, timeout=30)
+    assert alive == []
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bench_goes_to_the_benchmarks(capsys):
@@ -137,4 +261,12 @@ def test_bench_goes_to_the_benchmarks(capsys):
         main(["bench", "--help"])
     assert exit.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: python -m sparcml_apps.bench") and "allreduce" in out
+    assert out.startswith("usage: sparcml bench") and "allreduce" in out
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARKS))
+def test_every_benchmark_has_help(capsys, name):
+    with pytest.raises(SystemExit) as exit:
+        main(["bench", name, "--help"])
+    assert exit.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: sparcml bench {name} ")

@@ -4,8 +4,8 @@ import importlib
 from . import BENCHMARKS
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m sparcml_apps.bench", description=__doc__)
+def main(argv=None, prog="python -m sparcml_apps.bench"):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     commands = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     for name, module_name in BENCHMARKS.items():
         module = importlib.import_module(module_name)

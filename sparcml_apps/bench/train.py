@@ -95,7 +95,7 @@ def add_arguments(parser):
         choices=list(METHODS),
         default=list(METHODS),
         metavar="METHOD",
-        help=f"of: {'; '.join(METHODS)} (default: all)",
+        help=f"of: {'; '.join(METHODS)} (default: all)".replace("%", "%%"),  # argparse formats
     )
     parser.add_argument(
         "--parts",

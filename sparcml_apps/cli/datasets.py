@@ -5,7 +5,16 @@ import sys
 import warnings
 
 from sparcml_apps import datasets
-from sparcml_apps.datasets._home import DEFAULT_HOME, HOME_VARIABLE, MIRROR_VARIABLE
+from sparcml_apps.datasets._cache import is_cache
+from sparcml_apps.datasets._home import (
+    DEFAULT_HOME,
+    HOME_VARIABLE,
+    MIRROR_VARIABLE,
+    check_url,
+    data_home,
+    manifest_path,
+)
+from sparcml_apps.datasets._recorded import recorded
 
 
 def build_parser():
@@ -29,7 +38,12 @@ def build_parser():
         f"(default: ${MIRROR_VARIABLE}, else the LIBSVM site)",
     )
     force = argparse.ArgumentParser(add_help=False)
-    force.add_argument("--force", action="store_true", help="do it again (default: only once)")
+    force.add_argument(
+        "--force",
+        action="store_true",
+        help="do it again; what is there stays until the new one is complete and verified "
+        "(default: only once)",
+    )
     quiet = argparse.ArgumentParser(add_help=False)
     quiet.add_argument(
         "--quiet", action="store_true", help="no progress bars (default: shown on a terminal)"
@@ -38,7 +52,7 @@ def build_parser():
 
     def command(name, summary, parents, function):
         sub = commands.add_parser(name, parents=parents, help=summary, description=summary)
-        sub.set_defaults(run=function)
+        sub.set_defaults(run=function, parser=sub)
         return sub
 
     command("list", "table of the catalogue: shape, nonzeros, size, local state", [common], _list)
@@ -46,13 +60,24 @@ def build_parser():
     sub.add_argument("name", metavar="NAME", help="a dataset name, as in `list`")
     sub = command(
         "download",
-        "download files, verified by checksum",
+        "download files, verified by checksum or, where none is published, by parsing them",
         [common, mirror, force, quiet],
         _download,
     )
     sub.add_argument("names", nargs="+", metavar="NAME", help="dataset names, as in `list`")
     sub = command(
-        "verify", "check downloaded files against their checksums", [common, quiet], _verify
+        "verify",
+        "check downloaded files against their checksums, or parse those without one",
+        [common, quiet],
+        _verify,
+    )
+    sub.add_argument("names", nargs="+", metavar="NAME", help="dataset names, as in `list`")
+    sub = command(
+        "forget",
+        "forget the sha256 recorded at the first download of files with no published "
+        "checksum: the next download is checked by parsing it and recorded anew",
+        [common],
+        _forget,
     )
     sub.add_argument("names", nargs="+", metavar="NAME", help="dataset names, as in `list`")
     sub = command(
@@ -78,22 +103,40 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if getattr(args, "mirror", None):
+        try:
+            check_url(args.mirror, "--mirror")
+        except ValueError as exc:
+            args.parser.error(str(exc))
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         try:
             args.run(args)
         except KeyboardInterrupt:
-            print(
-                "sparcml-datasets: interrupted; a partial download stays as FILE.part and "
-                "resumes on the next run",
-                file=sys.stderr,
-            )
+            print(f"sparcml-datasets: interrupted; {_left(args)}", file=sys.stderr)
             return 130
         except (KeyError, ValueError, OSError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) else exc
             print(f"sparcml-datasets: error: {message}", file=sys.stderr)
             return 1
     return 0
+
+
+def _left(args):
+    """What an interrupt left in the data home."""
+    parts = []
+    for name in getattr(args, "names", []):
+        try:
+            file = datasets.dataset_path(name, data_home=args.data_home, catalog=args.catalog)
+        except (KeyError, ValueError, OSError):
+            continue
+        part = file.with_name(file.name + ".part")
+        if part.exists():
+            parts.append(str(part))
+    told = "nothing half-written was put in place"
+    if parts:
+        told += f"; the partial download {', '.join(parts)} resumes on the next run"
+    return told
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -109,7 +152,7 @@ def _list(args):
             entry.name, data_home=args.data_home, cache=True, catalog=catalog
         )
         size = file.stat().st_size if file.exists() else entry.size
-        state = "csr" if cache.exists() else "file" if file.exists() else "-"
+        state = "csr" if is_cache(cache) else "file" if file.exists() else "-"
         rows.append(
             (
                 entry.name,
@@ -132,6 +175,12 @@ def _info(args):
     file = datasets.dataset_path(entry.name, data_home=args.data_home, catalog=catalog)
     cache = datasets.dataset_path(entry.name, data_home=args.data_home, cache=True, catalog=catalog)
     checksum = ":".join(entry.checksum) if entry.checksum else "none published"
+    sha256 = None if entry.checksum else recorded(data_home(args.data_home), entry.file)
+    if sha256:
+        checksum += (
+            f"; recorded sha256:{sha256} in {manifest_path(data_home(args.data_home))} "
+            f"(`sparcml-datasets forget {entry.name}` forgets it)"
+        )
     fields = [
         ("name", entry.name),
         ("task", f"{entry.task} ({entry.split})"),
@@ -142,7 +191,7 @@ def _info(args):
         ("labels", ", ".join(f"{label:g}" for label in entry.labels)),
         ("checksum", checksum),
         ("file", f"{file}" + ("" if file.exists() else " (not downloaded)")),
-        ("cache", f"{cache}" + ("" if cache.exists() else " (not converted)")),
+        ("cache", f"{cache}" + ("" if is_cache(cache) else " (not converted)")),
         ("notes", entry.notes),
     ]
     for key, value in fields:
@@ -168,6 +217,21 @@ def _verify(args):
             name, data_home=args.data_home, progress=not args.quiet, catalog=args.catalog
         )
         print(f"{name}: {digest} ok")
+
+
+def _forget(args):
+    catalog = datasets.read_catalog(args.catalog)
+    for name in args.names:
+        entry = datasets.forget(name, data_home=args.data_home, catalog=catalog)
+        if entry:
+            print(
+                f"{name}: forgot sha256 {entry['sha256']} (recorded from {entry['url']}); "
+                "the next download is checked by parsing it and recorded anew"
+            )
+        elif catalog[name].checksum:
+            print(f"{name}: nothing recorded; its checksum is published in the catalogue")
+        else:
+            print(f"{name}: nothing recorded")
 
 
 def _convert(args):

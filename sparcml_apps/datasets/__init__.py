@@ -2,10 +2,10 @@
 memory-mappable CSR cache, byte-range shards for MPI ranks (and as Dask arrays), and a
 synthetic ``url``."""
 
-from ._api import convert, dataset_path, dataset_url, download, load, verify
+from ._api import convert, dataset_path, dataset_url, download, forget, load, verify
 from ._catalog import Catalog, Dataset, read_catalog
 from ._dask import from_shards, load_dask
-from ._errors import ChecksumError, DownloadError, ParseError
+from ._errors import ChecksumError, ContentError, DataHomeError, DownloadError, ParseError
 from ._home import data_home
 from ._load import convert_svmlight, load_cache, load_svmlight
 from ._shards import shard
@@ -14,6 +14,8 @@ from ._synthetic import make_url_like
 __all__ = [
     "Catalog",
     "ChecksumError",
+    "ContentError",
+    "DataHomeError",
     "Dataset",
     "DownloadError",
     "ParseError",
@@ -23,6 +25,7 @@ __all__ = [
     "dataset_path",
     "dataset_url",
     "download",
+    "forget",
     "from_shards",
     "load",
     "load_cache",

@@ -1,47 +1,72 @@
-"""The catalogue's datasets by name: download, verify, convert to the CSR cache, load."""
+"""The catalogue's datasets by name: download, verify, convert to the CSR cache, load.
 
+Only writers (a download, a conversion, a change of the record of checksums) take a lock
+in the data home; readers take none, so a data home that already holds what is asked for
+may be read-only.
+"""
+
+import hashlib
 import warnings
+from functools import partial
+from typing import NamedTuple
 
-from filelock import FileLock
-
-from ._cache import is_cache, read_cache, write_cache
+from ._cache import is_cache, read_cache, read_manifest, write_cache
 from ._catalog import read_catalog
 from ._compression import open_data
 from ._download import fetch, file_digest, progress_bar
-from ._errors import ChecksumError
+from ._errors import ChecksumError, ContentError, DataHomeError, ParseError
+from ._files import write_lock
 from ._home import cache_path, data_home, download_path, manifest_path, source_url
+from ._recorded import forget as forget_record
 from ._recorded import record, recorded
 from ._svmlight import iter_pieces
+
+
+class _Checksum(NamedTuple):
+    """The digest a dataset's file must have, and where it comes from (for errors)."""
+
+    algorithm: str
+    hexdigest: str
+    published: bool
+    origin: str
 
 
 def download(name, *, data_home=None, mirror=None, force=False, progress=True, catalog=None):
     """Download the file of dataset ``name`` into the data home, once; return its path.
 
     ``mirror`` replaces the catalogue's base URL (default ``$SPARCML_DATASETS_MIRROR``).
-    ``force`` downloads again. A file with no published checksum has the sha256 of its
-    first download recorded (with a warning) and checked from then on. Safe to call from
-    several processes at once: one downloads, the others wait for it.
+    A file already there is verified instead (see ``verify``). ``force`` downloads again;
+    the file there is replaced only once the new one is verified. A file with no published
+    checksum is kept only if it parses as the catalogue describes it (compression, labels,
+    columns, rows and, where listed, nonzeros); then the sha256 of it is recorded (with a
+    warning) and checked from then on. Safe to call from several processes at once: one
+    downloads, the others wait for it.
     """
     cat, dataset, home = _resolve(name, catalog, data_home)
-    return _fetch_file(cat, dataset, home, mirror, force, progress)
+    _fetch_file(cat, dataset, home, mirror, force, progress)
+    return download_path(home, dataset)
 
 
 def verify(name, *, data_home=None, progress=True, catalog=None):
-    """Check the downloaded file of dataset ``name`` against its checksum.
+    """Check the downloaded file of dataset ``name``: against its checksum, published or
+    recorded; with neither, by parsing it as ``download`` does (and then recording it).
 
-    Returns ``"algorithm:hex"``; raises ChecksumError on a mismatch, FileNotFoundError when
-    the file is not downloaded.
+    Returns ``"algorithm:hex"``; raises ChecksumError or ContentError (or ParseError) when
+    the file is not the dataset's, FileNotFoundError when it is not downloaded.
+    """
+    cat, dataset, home = _resolve(name, catalog, data_home)
+    return _check_file(cat, dataset, home, _downloaded(home, dataset), progress)
+
+
+def forget(name, *, data_home=None, catalog=None):
+    """Forget the sha256 recorded for the file of dataset ``name`` at its first download:
+    the next download is checked by parsing it, as the first was, and recorded anew.
+
+    Returns the forgotten record (``{"sha256": ..., "url": ...}``), or None if there was
+    none. The downloaded file and the CSR cache stay.
     """
     _, dataset, home = _resolve(name, catalog, data_home)
-    target = _downloaded(home, dataset)
-    known = _known_checksum(home, dataset)
-    algorithm = known[0] if known else "sha256"
-    hexdigest = file_digest(target, algorithm, progress)
-    if known and hexdigest != known[1]:
-        raise ChecksumError(target, algorithm, known[1], hexdigest)
-    if known is None:
-        _record(home, dataset, hexdigest, str(target))
-    return f"{algorithm}:{hexdigest}"
+    return forget_record(home, dataset.file)
 
 
 def convert(
@@ -49,41 +74,26 @@ def convert(
 ):
     """Convert dataset ``name`` to its memory-mappable CSR cache, once; return the directory.
 
-    The file is downloaded first when missing (unless ``download`` is False). Columns are
-    the catalogue's ``n_features``; labels must be among its ``labels``. ``force``
-    converts again. Safe to call from several processes at once.
+    The file is downloaded first when missing (unless ``download`` is False). The bytes
+    read are checked against the file's checksum, published or recorded (the cache's
+    manifest records their digest); a file with neither must parse as ``download``
+    requires, and then has its sha256 recorded. Columns are the catalogue's
+    ``n_features``; labels must be among its ``labels``. A cache made from another file
+    than the one the checksum names is made again; ``force`` converts again anyway. Safe
+    to call from several processes at once.
     """
     cat, dataset, home = _resolve(name, catalog, data_home)
     dest = cache_path(home, dataset)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{dest}.lock"):
-        if is_cache(dest) and not force:
+    if not force and _is_current(cat, dataset, home, dest):
+        return dest
+    with write_lock(home, dest):
+        if not force and _is_current(cat, dataset, home, dest):
             return dest
-        if download:
-            source = _fetch_file(cat, dataset, home, mirror, False, progress)
-        else:
-            source = _downloaded(home, dataset)
-        known = _known_checksum(home, dataset)
-        info = {
-            "dataset": dataset.name,
-            "source": dataset.file,
-            "member": dataset.member,
-            "source_checksum": f"{known[0]}:{known[1]}" if known else None,
-        }
-        described = f"{source}:{dataset.member}" if dataset.member else str(source)
-        with (
-            open_data(source, dataset.compression, dataset.member) as (stream, raw),
-            progress_bar(source.stat().st_size, 0, f"convert {dataset.name}", progress) as bar,
-        ):
-            pieces = iter_pieces(
-                stream,
-                described,
-                n_features=dataset.n_features,
-                classes=dataset.labels,
-                on_block=lambda: bar.update(raw.tell() - bar.n),
-            )
-            manifest = write_cache(pieces, dest, n_features=dataset.n_features, info=info)
-    _compare(dataset, manifest)
+        # a download without a checksum is checked by converting it: one parse, not two
+        if download and not download_path(home, dataset).exists():
+            if _fetch_file(cat, dataset, home, mirror, False, progress, cache=dest):
+                return dest
+        _convert(cat, dataset, home, _downloaded(home, dataset), dest, progress)
     return dest
 
 
@@ -120,20 +130,154 @@ def _resolve(name, catalog, home):
     return cat, cat[name], data_home(home)
 
 
-def _fetch_file(cat, dataset, home, mirror, force, progress):
+def _fetch_file(cat, dataset, home, mirror, force, progress, *, cache=None):
+    """Download the file of ``dataset`` unless it is there (then verify it); return
+    whether ``cache`` was made. A download without a known checksum is parsed before it
+    is kept, and converted to ``cache`` (if given, with its lock held) while at it."""
     target = download_path(home, dataset)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{target}.lock"):
-        if force:
-            target.unlink(missing_ok=True)
-        if target.exists():
-            return target
-        url = source_url(cat, dataset, mirror)
-        known = _known_checksum(home, dataset)
-        hexdigest = fetch(url, target, checksum=known, size=dataset.size, progress=progress)
-        if known is None:
-            _record(home, dataset, hexdigest, url)
-    return target
+    if not force and target.exists():
+        _check_file(cat, dataset, home, target, progress)
+        return False
+    url = source_url(cat, dataset, mirror)
+    with write_lock(home, target):
+        if not force and target.exists():  # another process has just downloaded it
+            return False
+        known = _known_checksum(cat, dataset, home)
+        fetch(
+            url,
+            target,
+            checksum=known[:2] if known else None,
+            origin=known.origin if known else None,
+            size=dataset.size,
+            accept=None if known else partial(_accept, cat, dataset, home, url, progress, cache),
+            progress=progress,
+        )
+    return cache is not None and known is None
+
+
+def _accept(cat, dataset, home, url, progress, cache, part, hexdigest):
+    """Keep a download without a checksum only if it holds the dataset; record it."""
+    try:
+        if cache is not None:  # checks and records as it converts
+            _convert(cat, dataset, home, part, cache, progress, name=url)
+            return
+        rows, nnz, _ = _count(dataset, part, url, progress)
+        _check_counts(dataset, url, rows, nnz)
+    except (ContentError, ParseError) as exc:
+        raise ContentError(
+            f"{exc}; with no published checksum, a download is kept only if it parses as "
+            "the catalogue describes it: it was deleted and nothing recorded"
+        ) from None
+    _record(home, dataset, hexdigest, url)
+
+
+def _check_file(cat, dataset, home, path, progress):
+    """Verify the file ``path`` of ``dataset`` already in the data home; its digest."""
+    known = _known_checksum(cat, dataset, home)
+    again = f"`sparcml-datasets download {dataset.name} --force` fetches it again"
+    if known:
+        hexdigest = file_digest(path, known.algorithm, progress)
+        if hexdigest != known.hexdigest:
+            raise ChecksumError(
+                path, known.algorithm, known.hexdigest, hexdigest, known.origin, again
+            )
+        return f"{known.algorithm}:{hexdigest}"
+    try:
+        rows, nnz, hexdigest = _count(dataset, path, str(path), progress)
+        _check_counts(dataset, path, rows, nnz)
+    except (ContentError, ParseError) as exc:
+        raise ContentError(f"{exc}; {again}") from None
+    try:
+        _record(home, dataset, hexdigest, str(path))
+    except DataHomeError as exc:
+        warnings.warn(f"{dataset.file} parsed as described; not recorded: {exc}", stacklevel=3)
+    return f"sha256:{hexdigest}"
+
+
+def _count(dataset, path, name, progress):
+    """``(rows, nonzeros, sha256)`` of the file ``path`` of ``dataset``, parsed as the
+    catalogue describes it; errors name the file ``name``."""
+    digest = hashlib.sha256()
+    with (
+        open_data(path, dataset.compression, dataset.member, digest=digest, name=name) as (
+            stream,
+            raw,
+        ),
+        progress_bar(path.stat().st_size, 0, f"check {dataset.name}", progress) as bar,
+    ):
+        rows = nnz = 0
+        for piece in iter_pieces(
+            stream,
+            name,
+            n_features=dataset.n_features,
+            classes=dataset.labels,
+            on_block=lambda: bar.update(raw.tell() - bar.n),
+        ):
+            rows += piece.row_nnz.size
+            nnz += piece.indices.size
+        return rows, nnz, raw.finish()
+
+
+def _convert(cat, dataset, home, source, dest, progress, name=None):
+    """Write the CSR cache ``dest`` from the file ``source`` (``name`` in errors and
+    records), checked as it is read."""
+    known = _known_checksum(cat, dataset, home)
+    digest = hashlib.new(known.algorithm if known else "sha256")
+    name = name or str(source)
+    described = f"{name}:{dataset.member}" if dataset.member else name
+    info = {"dataset": dataset.name, "source": dataset.file, "member": dataset.member}
+    with (
+        open_data(source, dataset.compression, dataset.member, digest=digest, name=name) as (
+            stream,
+            raw,
+        ),
+        progress_bar(source.stat().st_size, 0, f"convert {dataset.name}", progress) as bar,
+    ):
+
+        def check(manifest):
+            hexdigest = raw.finish()
+            if known and hexdigest != known.hexdigest:
+                raise ChecksumError(
+                    source,
+                    known.algorithm,
+                    known.hexdigest,
+                    hexdigest,
+                    known.origin,
+                    f"the file changed after its download: `sparcml-datasets download "
+                    f"{dataset.name} --force` fetches it again",
+                )
+            rows, nnz = manifest["shape"][0], manifest["nnz"]
+            if known and known.published:  # the file is the published one: the figures err
+                if message := _counts_differ(dataset, rows, nnz):
+                    warnings.warn(f"{dataset.name}: {message}", stacklevel=6)
+            else:
+                _check_counts(dataset, name, rows, nnz)
+            if not known:
+                _record(home, dataset, hexdigest, name)
+            manifest["source_checksum"] = f"{digest.name}:{hexdigest}"
+
+        pieces = iter_pieces(
+            stream,
+            described,
+            n_features=dataset.n_features,
+            classes=dataset.labels,
+            on_block=lambda: bar.update(raw.tell() - bar.n),
+        )
+        return write_cache(pieces, dest, n_features=dataset.n_features, info=info, check=check)
+
+
+def _is_current(cat, dataset, home, dest):
+    """Whether ``dest`` is a CSR cache made from the file the known checksum names."""
+    if not is_cache(dest):
+        return False
+    known = _known_checksum(cat, dataset, home)
+    if known is None:
+        return True
+    try:
+        made_from = read_manifest(dest).get("source_checksum")
+    except ValueError:
+        return False
+    return made_from == f"{known.algorithm}:{known.hexdigest}"
 
 
 def _downloaded(home, dataset):
@@ -146,11 +290,17 @@ def _downloaded(home, dataset):
     return target
 
 
-def _known_checksum(home, dataset):
+def _known_checksum(cat, dataset, home):
     if dataset.checksum:
-        return dataset.checksum
+        return _Checksum(*dataset.checksum, True, f"published in the catalogue {cat.source}")
     sha256 = recorded(home, dataset.file)
-    return ("sha256", sha256) if sha256 else None
+    if sha256 is None:
+        return None
+    origin = (
+        f"recorded at its first download in {manifest_path(home)}; "
+        f"`sparcml-datasets forget {dataset.name}` forgets it"
+    )
+    return _Checksum("sha256", sha256, False, origin)
 
 
 def _record(home, dataset, hexdigest, origin):
@@ -162,11 +312,14 @@ def _record(home, dataset, hexdigest, origin):
     )
 
 
-def _compare(dataset, manifest):
-    rows, nnz = manifest["shape"][0], manifest["nnz"]
-    if rows != dataset.n_samples or (dataset.nnz is not None and nnz != dataset.nnz):
-        warnings.warn(
-            f"{dataset.name}: the file holds {rows} rows and {nnz} nonzeros; the catalogue "
-            f"lists {dataset.n_samples} rows and {dataset.nnz or 'unknown'} nonzeros",
-            stacklevel=3,
-        )
+def _check_counts(dataset, source, rows, nnz):
+    if message := _counts_differ(dataset, rows, nnz):
+        raise ContentError(f"{source}: {message}")
+
+
+def _counts_differ(dataset, rows, nnz):
+    """What differs between the rows and nonzeros of a file and the catalogue's, or None."""
+    if rows == dataset.n_samples and dataset.nnz in (None, nnz):
+        return None
+    listed = f"{dataset.n_samples} rows" + (f" and {dataset.nnz} nonzeros" if dataset.nnz else "")
+    return f"the catalogue lists {listed}; the file holds {rows} rows and {nnz} nonzeros"

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ._files import set_default_mode
+
 FORMAT = "sparcml-csr/1"
 MANIFEST = "manifest.json"
 INT32_MAX = 2**31 - 1
@@ -62,19 +64,21 @@ class _NpyWriter:
                 os.fsync(self.file.fileno())
 
 
-def write_cache(pieces, dest, *, n_features=None, info=None):
+def write_cache(pieces, dest, *, n_features=None, info=None, check=None):
     """Write the rows of ``pieces`` (see ``iter_pieces``) as the CSR cache directory ``dest``.
 
     ``n_features`` None takes the largest column found. Indices and indptr are int32 when
     the column count and the nonzeros allow, else int64 (equal dtypes let scipy keep the
-    memory maps as they are). ``info`` goes into the manifest, which is returned. An
-    existing cache is replaced only once the new one is complete; a failure or an
-    interrupt leaves no trace.
+    memory maps as they are). ``info`` goes into the manifest, which is returned.
+    ``check(manifest)``, if given, is called once every row is written: it may add to the
+    manifest, or raise to refuse the cache. An existing cache is replaced only once the
+    new one is complete; a failure or an interrupt leaves no trace.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
+        set_default_mode(tmp)
         narrow = n_features is None or n_features <= INT32_MAX
         with ExitStack() as stack:
             indptr, indices, data, labels = (
@@ -116,6 +120,8 @@ def write_cache(pieces, dest, *, n_features=None, info=None):
             "classes": None if classes is None else sorted(classes),
             **(info or {}),
         }
+        if check is not None:
+            check(manifest)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         _install(tmp, dest)
     except BaseException:

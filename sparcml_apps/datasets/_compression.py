@@ -1,12 +1,13 @@
 """Streaming decompression: a plain, bz2, xz or tar.xz file read as one binary stream."""
 
 import bz2
+import io
 import lzma
 import tarfile
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
-from ._errors import ParseError
+from ._errors import ContentError, ParseError
 
 _MAGIC = ((b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"))
 _TAR_SUFFIXES = (".tar.xz", ".txz")
@@ -24,20 +25,25 @@ def sniff(path):
 
 
 @contextmanager
-def open_data(path, compression=None, member=None):
+def open_data(path, compression=None, member=None, *, digest=None, name=None):
     """Yield ``(stream, raw)``: the decompressed bytes of ``path`` as a binary stream and the
     file underneath (its position tells how far reading has come).
 
     ``compression`` (none, bz2, xz, tar.xz) is checked against the file's first bytes; None
     takes what they say. In a tar.xz, ``member`` names the file to read (a path in the
-    archive or its last part); None takes the first file. Nothing is read ahead.
+    archive or its last part); None takes the first file. Nothing is read ahead. With
+    ``digest`` (a hashlib object), ``raw`` feeds it every byte read and its ``finish()``
+    reads what is left, so that the digest is that of the bytes the stream came from.
+    ``name`` (default: the path) names the file in errors.
     """
     path = Path(path)
+    name = name or path
     found = sniff(path)
     if compression is not None and found.replace("tar.", "") != compression.replace("tar.", ""):
-        raise ValueError(f"{path}: expected {compression} data; the file holds {found} data")
+        raise ContentError(f"{name}: expected {compression} data; {_holds(path, found)}")
     compression = compression or found
-    with open(path, "rb", buffering=0 if compression == "none" else -1) as raw:
+    with open(path, "rb", buffering=0 if compression == "none" else -1) as file:
+        raw = file if digest is None else _Tap(file, digest)
         if compression == "none":
             yield raw, raw
         elif compression == "bz2":
@@ -47,8 +53,44 @@ def open_data(path, compression=None, member=None):
             with lzma.LZMAFile(raw) as stream:
                 yield stream, raw
         else:
-            with _open_tar(path, raw) as archive:
-                yield _member(path, archive, member), raw
+            with _open_tar(name, raw) as archive:
+                yield _member(name, archive, member), raw
+
+
+def _holds(path, found):
+    if found != "none":
+        return f"the file holds {found} data"
+    with open(path, "rb") as f:
+        head = f.read(48)
+    return f"the file is not compressed: it begins {head!r}" if head else "the file is empty"
+
+
+class _Tap(io.RawIOBase):
+    """A file read through, feeding ``digest`` every byte read."""
+
+    def __init__(self, file, digest):
+        self.file = file
+        self.digest = digest
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        got = self.file.readinto(buffer)
+        self.digest.update(memoryview(buffer)[:got])
+        return got
+
+    def tell(self):
+        return self.file.tell()
+
+    def fileno(self):
+        return self.file.fileno()
+
+    def finish(self):
+        """Read to the end of the file; the hex digest of all its bytes."""
+        while self.read(1 << 20):
+            pass
+        return self.digest.hexdigest()
 
 
 def _open_tar(path, raw):

@@ -68,14 +68,17 @@ def file_digest(path, algorithm, progress=False):
     return digest.hexdigest()
 
 
-def fetch(url, dest, *, checksum=None, size=None, progress=True):
+def fetch(url, dest, *, checksum=None, origin=None, size=None, accept=None, progress=True):
     """Download ``url`` to ``dest``; return the sha256 (or the ``checksum`` algorithm) digest.
 
     Bytes go to ``dest.part``, which a later call resumes with an HTTP Range request.
-    ``checksum`` = (algorithm, hex) and ``size`` (bytes), when given, must match, else the
-    part file is deleted and ChecksumError or DownloadError raised. Only a complete,
-    verified file is renamed to ``dest``; a failure or an interrupt leaves at most
-    ``dest.part``.
+    ``checksum`` = (algorithm, hex) and ``size`` (bytes), when given, must match (``origin``
+    says in errors where the checksum comes from). ``accept(part, hexdigest)``, when given,
+    is called on the complete part file and may raise ValueError to refuse it. A refused
+    file is deleted and ChecksumError, DownloadError or the error of ``accept`` raised
+    (another error of ``accept`` keeps the part, to be checked again next time). Only a
+    complete, accepted file replaces ``dest``: a failure or an interrupt leaves ``dest``
+    as it was and at most ``dest.part``.
     """
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
@@ -95,11 +98,25 @@ def fetch(url, dest, *, checksum=None, size=None, progress=True):
         raise DownloadError(f"{url}: expected {size} bytes; received {received}")
     digest.catch_up(part)
     hexdigest = digest.hash.hexdigest()
-    if checksum and hexdigest != checksum[1]:
+    try:
+        if checksum and hexdigest != checksum[1]:
+            raise ChecksumError(url, checksum[0], checksum[1], hexdigest, origin, _note(part))
+        if accept is not None:
+            accept(part, hexdigest)
+    except ValueError:
         part.unlink()
-        raise ChecksumError(url, checksum[0], checksum[1], hexdigest)
+        raise
     os.replace(part, dest)
     return hexdigest
+
+
+def _note(path):
+    """What the start of a file says about it, if it is a web page."""
+    with open(path, "rb") as f:
+        head = f.read(512).lstrip().lower()
+    if head.startswith((b"<!doctype html", b"<html")):
+        return "the server sent an HTML page, not the file"
+    return None
 
 
 def _transfer(url, part, digest, size, progress):
@@ -138,7 +155,7 @@ def _transfer(url, part, digest, size, progress):
         ):
             digest.catch_up(part)
             try:
-                while chunk := response.read(BLOCK):
+                while chunk := response.read1(BLOCK):  # what has come, as it comes
                     out.write(chunk)
                     digest.update(chunk)
                     bar.update(len(chunk))

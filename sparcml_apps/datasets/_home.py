@@ -2,7 +2,7 @@
 
 import os
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 HOME_VARIABLE = "SPARCML_DATA_HOME"
 MIRROR_VARIABLE = "SPARCML_DATASETS_MIRROR"
@@ -33,7 +33,21 @@ def manifest_path(home):
 def source_url(catalog, dataset, mirror=None):
     """The URL of ``dataset``'s file: under ``mirror``, ``$SPARCML_DATASETS_MIRROR`` or the
     catalogue's base URL."""
-    base = mirror or os.environ.get(MIRROR_VARIABLE) or catalog.base_url
+    if mirror:
+        base, name = mirror, "mirror"
+    elif os.environ.get(MIRROR_VARIABLE):
+        base, name = os.environ[MIRROR_VARIABLE], f"${MIRROR_VARIABLE}"
+    else:
+        base, name = catalog.base_url, f"base_url of {catalog.source}"
+    check_url(base, name)
     if not base.endswith("/"):
         base += "/"
     return base + quote(dataset.file)
+
+
+def check_url(url, name):
+    """Raise ValueError unless ``url`` is an http:// or https:// URL with a host; ``name``
+    says where it came from."""
+    parts = urlsplit(str(url))
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{name} must be an http:// or https:// URL; got {url!r}")

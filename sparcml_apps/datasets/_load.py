@@ -1,5 +1,6 @@
 """LIBSVM files by path: loaded whole into memory, or converted to a CSR cache."""
 
+import hashlib
 import os
 
 import numpy as np
@@ -7,7 +8,6 @@ import scipy.sparse as sp
 
 from ._cache import INT32_MAX, read_cache, write_cache
 from ._compression import open_data
-from ._download import file_digest
 from ._svmlight import iter_pieces, read_all
 
 
@@ -34,11 +34,14 @@ def convert_svmlight(path, cache_dir, n_features=None, *, member=None):
     Columns as in ``load_svmlight``; ``cache_dir`` is replaced atomically when complete.
     """
     described = f"{path}:{member}" if member else str(path)
-    checksum = f"sha256:{file_digest(path, 'sha256')}"
-    info = {"source": str(path), "member": member, "source_checksum": checksum}
-    with open_data(path, member=member) as (stream, _):
+    info = {"source": str(path), "member": member}
+    with open_data(path, member=member, digest=hashlib.sha256()) as (stream, raw):
+
+        def check(manifest):  # the digest of the bytes read, whatever the file is now
+            manifest["source_checksum"] = f"sha256:{raw.finish()}"
+
         pieces = iter_pieces(stream, described, n_features=n_features)
-        return write_cache(pieces, cache_dir, n_features=n_features, info=info)
+        return write_cache(pieces, cache_dir, n_features=n_features, info=info, check=check)
 
 
 def load_cache(cache_dir):

@@ -4,8 +4,7 @@ import json
 import os
 import tempfile
 
-from filelock import FileLock
-
+from ._files import not_writable, set_default_mode, write_lock
 from ._home import manifest_path
 
 
@@ -17,20 +16,36 @@ def recorded(home, file):
 
 def record(home, file, sha256, url):
     """Record ``sha256`` as the digest of ``file`` (atomically; safe with other processes)."""
+    _change(home, lambda entries: entries.update({file: {"sha256": sha256, "url": url}}))
+
+
+def forget(home, file):
+    """Remove the record of ``file``; return it (``{"sha256", "url"}``), or None if none."""
+    if file not in _read(manifest_path(home)):
+        return None
+    return _change(home, lambda entries: entries.pop(file, None))
+
+
+def _change(home, edit):
+    """Apply ``edit`` to the records under the lock and write them back; edit's result."""
     path = manifest_path(home)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{path}.lock"):
+    with write_lock(home, path):
         entries = _read(path)
-        entries[file] = {"sha256": sha256, "url": url}
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        result = edit(entries)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        except OSError as exc:
+            raise not_writable(home, exc) from None
         try:
             with os.fdopen(fd, "w") as f:
                 json.dump(entries, f, indent=2, sort_keys=True)
                 f.write("\n")
+            set_default_mode(tmp)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
             raise
+    return result
 
 
 def _read(path):

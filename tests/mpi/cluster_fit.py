@@ -39,4 +39,11 @@ for name in ("halves", "halves_again"):
     saved[name] = np.concatenate([model.coef_.ravel(), model.intercept_])
 print(f"two chunks: accuracy {model.score(Xt, yt):.4f}", flush=True)
 
+# sample weights with workers that hold no chunk (they take part with empty weights)
+weight = np.random.default_rng(0).uniform(0.5, 2.0, Xs.shape[0])
+weights = da.from_array(weight, chunks=half)
+model = SparseSGDClassifier(random_state=int(seed), **options).fit(X2, y2, sample_weight=weights)
+saved["halves_weighted"] = np.concatenate([model.coef_.ravel(), model.intercept_])
+print(f"two chunks, weighted: accuracy {model.score(Xt, yt):.4f}", flush=True)
+
 np.savez(output, **saved)

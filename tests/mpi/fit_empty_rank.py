@@ -1,5 +1,7 @@
-"""Rank 1 holds no rows; the others split the data. Prints the model's test accuracy and
-a digest of its bytes on every rank. With argument "none", no rank holds rows."""
+"""Rank 1 holds no rows; the others split the data. Prints the model's test accuracy, a
+digest of its bytes, the digest of the same fit given sample weights of one (rank 1 then
+passes an empty array), and the classes, on every rank. With argument "none", no rank
+holds rows."""
 
 import hashlib
 import sys
@@ -21,10 +23,19 @@ else:
     others = [r for r in range(comm.size) if r != 1]
     part = others.index(comm.rank)
     mine = slice(part * 1500 // len(others), (part + 1) * 1500 // len(others))
+
+
+def digest(model):
+    return hashlib.sha256(model.coef_.tobytes() + model.intercept_.tobytes()).hexdigest()
+
+
 try:
     model = SparseSGDClassifier(comm=comm, random_state=0).fit(X[mine], labels[mine])
+    ones = np.ones(2000)[mine]
+    weighted = SparseSGDClassifier(comm=comm, random_state=0)
+    weighted.fit(X[mine], labels[mine], sample_weight=ones)
 except ValueError as exc:
     print("ValueError:", exc)
 else:
-    digest = hashlib.sha256(model.coef_.tobytes() + model.intercept_.tobytes()).hexdigest()
-    print(f"{model.score(X[1500:], labels[1500:]):.4f} {digest} {[str(c) for c in model.classes_]}")
+    score = model.score(X[1500:], labels[1500:])
+    print(f"{score:.4f} {digest(model)} {digest(weighted)} {[str(c) for c in model.classes_]}")
