@@ -73,16 +73,20 @@ def workers(n_jobs):
 def fit(estimator, method, X, y, *, sample_weight=None, timings=None, **kwargs):
     """Run ``estimator.<method>(X, y, ...)`` on ``workers(estimator.n_jobs)`` processes.
 
+    The estimator changes only when the workers succeed (the check of the data, too, runs
+    on the copy sent to them).
+
     A ``timings`` dict receives the seconds from the call to each stage: ``started`` (every
     worker connected), ``shipped`` (every block sent), ``first_step`` (every worker about to
     train), ``fitted`` (the fitted state received) and ``total``.
     """
     begin = time.monotonic()
-    X, y, weight, _, _ = estimator._validate_fit_data(
-        X, y, sample_weight, reset=estimator._fresh(method == "partial_fit")
+    work = estimator._detached()  # checks the data and travels; the estimator waits
+    X, y, weight, _, _ = work._validate_fit_data(
+        X, y, sample_weight, reset=work._fresh(method == "partial_fit")
     )
     n = workers(estimator.n_jobs)
-    task = (estimator._detached(), method, kwargs)
+    task = (work, method, kwargs)
     try:  # fail here, before any process starts, on what cannot travel
         pickle.dumps(task, protocol=5, buffer_callback=[].append)
     except Exception as exc:
@@ -109,7 +113,10 @@ def fit(estimator, method, X, y, *, sample_weight=None, timings=None, **kwargs):
         state, caught = job.run(task_of, begin, timings)
     for category, message in caught:
         warnings.warn(message, category, stacklevel=4)
-    estimator.__dict__.update(state)
+    # what the check learnt (the width, the feature names) and what the workers fitted
+    own = {"n_jobs": estimator.n_jobs, "comm": estimator.comm}
+    estimator.__dict__.clear()
+    estimator.__dict__.update({**work.__dict__, **state, **own})
     if timings is not None:
         timings["total"] = time.monotonic() - begin
     return estimator

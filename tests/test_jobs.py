@@ -270,12 +270,14 @@ def test_a_worker_ended_by_the_out_of_memory_killer(tmp_path):
 
 def test_an_exception_in_a_worker_reaches_the_caller():
     X, y = make_classification(n_samples=3000, n_features=20, random_state=0)
-    model = SparseSGDClassifier(n_jobs=3, callback=fail_on_rank1_at_epoch2, max_iter=50, tol=None)
+    model = SparseSGDClassifier(n_jobs=3, max_iter=50, tol=None).fit(X, y)
+    before = digest(model)
+    model.callback = fail_on_rank1_at_epoch2
     begin = time.monotonic()
     with pytest.raises(collectives.RankError, match="rank 1 failed: RuntimeError: rank 1 gives"):
-        model.fit(X, y)
+        model.fit(X[:, :5], y)  # another width: the failed refit leaves the model as it was
     assert time.monotonic() - begin < 30
-    assert not hasattr(model, "coef_")
+    assert digest(model) == before and model.n_features_in_ == 20
     assert not descendants(os.getpid())
 
 
@@ -299,7 +301,9 @@ def test_what_cannot_travel_to_the_workers_fails_before_they_start():
         model.fit(X, y)
 
 
-def test_ctrl_c_in_the_caller_stops_the_workers(tmp_path):
+def start_paused_caller(tmp_path):
+    """A Python process fitting on two workers that pause after epoch 1; it and the
+    workers' pids once they pause."""
     caller = textwrap.dedent(f"""
         import sys
         sys.path[:0] = {[str(Path(__file__).parent)]!r}
@@ -315,16 +319,32 @@ def test_ctrl_c_in_the_caller_stops_the_workers(tmp_path):
     process = subprocess.Popen(
         [sys.executable, "-c", caller], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "rank1").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return process, {rank: int((tmp_path / f"rank{rank}").read_text()) for rank in (0, 1)}
+
+
+def test_ctrl_c_in_the_caller_stops_the_workers(tmp_path):
+    process, pids = start_paused_caller(tmp_path)
     try:
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "rank1").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        pids = {rank: int((tmp_path / f"rank{rank}").read_text()) for rank in (0, 1)}
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        process.kill()
+        process.wait()
     assert out == "interrupted\n", err
     assert not [pid for pid in pids.values() if exists(pid)]
+
+
+def test_workers_leave_when_their_caller_is_killed(tmp_path):
+    process, pids = start_paused_caller(tmp_path)
+    address = Path(f"/proc/{pids[0]}/cmdline").read_bytes().split(b"\0")[3].decode()
+    assert Path(address).exists()
+    process.kill()
+    process.wait()
+    deadline = time.monotonic() + 30
+    while any(exists(pid) for pid in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in pids.values() if exists(pid)]
+    assert not Path(address).parent.exists()  # the caller's folder, removed by the workers
