@@ -112,7 +112,7 @@ def fit(estimator, method, X, y, *, sample_weight=None, timings=None, **kwargs):
     with _Job(n) as job:
         state, caught = job.run(task_of, begin, timings)
     for category, message in caught:
-        warnings.warn(message, category, stacklevel=4)
+        warnings.warn(message, category, stacklevel=5)  # at the caller of fit
     # what the check learnt (the width, the feature names) and what the workers fitted
     own = {"n_jobs": estimator.n_jobs, "comm": estimator.comm}
     estimator.__dict__.clear()
@@ -291,6 +291,10 @@ class _Job:
         except TimeoutError:  # stopped in the middle of a message
             raise _Silent(peer) from None
         except (EOFError, OSError):
+            if peer.rank in self.ended:  # it left after its end, as it should
+                self.selector.unregister(peer.link.sock)
+                peer.link.sock.close()
+                return
             if peer.rank is None:
                 raise _Launch("a worker ended before it said which rank it is") from None
             raise _Lost(peer) from None
@@ -417,8 +421,8 @@ class _Output:
                     continue
                 self.files[name] = open(path, "rb")  # noqa: SIM115 - kept open until close
             text = self.decoders[name].decode(self.files[name].read())
-            if text:
-                target = sys.stdout if stream == "out" else sys.stderr
+            target = sys.stdout if stream == "out" else sys.stderr
+            if text and target is not None:
                 target.write(text)
                 target.flush()
 

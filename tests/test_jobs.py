@@ -20,6 +20,7 @@ import pytest
 from estimator_helpers import PauseAfterEpoch1, exit_on_rank1_at_epoch2, fail_on_rank1_at_epoch2
 from mpirun import run_mpi
 from sklearn.datasets import make_classification
+from sklearn.exceptions import ConvergenceWarning
 from testdata import url_like
 
 import collectives
@@ -95,7 +96,7 @@ def test_shipping_makes_no_copy_of_the_data():
     data_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
     tracemalloc.start()
     try:
-        SparseSGDClassifier(random_state=0, max_iter=2, tol=None, n_jobs=2).fit(X, y)
+        SparseSGDClassifier(random_state=0, max_iter=1, tol=None, n_jobs=2).fit(X, y)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -152,7 +153,7 @@ def test_more_workers_than_rows(weighted):
 def paused_fit(tmp_path, act, **params):
     """Fit on two workers that pause after epoch 1; meanwhile ``act(pids)`` on them, then
     let them go on. The exception the fit raised, the pids, and the seconds from the act."""
-    pids, acted = {}, []
+    pids, acted, folders = {}, [], []
 
     def meddle():
         deadline = time.monotonic() + 120
@@ -162,6 +163,7 @@ def paused_fit(tmp_path, act, **params):
                 if mine.exists():
                     pids[rank] = int(mine.read_text())
             time.sleep(0.05)
+        folders.append((worker_folder(pids[0]), worker_folder(pids[0]).is_dir()))
         act(pids)
         acted.append(time.monotonic())
         (tmp_path / "go").touch()
@@ -179,7 +181,15 @@ def paused_fit(tmp_path, act, **params):
     print(f"{seconds:.1f} s from the act to: {raised.value}")  # shown by pytest -s
     thread.join()
     assert not hasattr(model, "coef_")
+    folder, was_there = folders[0]
+    assert was_there and folder.name.startswith("sparcml-jobs-")
+    assert not folder.exists()  # gone with the workers
     return raised.value, pids, seconds
+
+
+def worker_folder(pid):
+    """The caller's folder of a worker (that of its socket, on its command line)."""
+    return Path(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[3].decode()).parent
 
 
 def assert_nothing_left(pids):
@@ -269,8 +279,8 @@ def test_a_worker_ended_by_the_out_of_memory_killer(tmp_path):
 
 
 def test_an_exception_in_a_worker_reaches_the_caller():
-    X, y = make_classification(n_samples=3000, n_features=20, random_state=0)
-    model = SparseSGDClassifier(n_jobs=3, max_iter=50, tol=None).fit(X, y)
+    X, y = make_classification(n_samples=1000, n_features=20, random_state=0)
+    model = SparseSGDClassifier(n_jobs=3, max_iter=5, tol=None).fit(X, y)
     before = digest(model)
     model.callback = fail_on_rank1_at_epoch2
     begin = time.monotonic()
@@ -283,7 +293,7 @@ def test_an_exception_in_a_worker_reaches_the_caller():
 
 def test_a_worker_that_exits():
     X, y = make_classification(n_samples=3000, n_features=20, random_state=0)
-    model = SparseSGDClassifier(n_jobs=2, callback=exit_on_rank1_at_epoch2, max_iter=50, tol=None)
+    model = SparseSGDClassifier(n_jobs=2, callback=exit_on_rank1_at_epoch2, max_iter=5, tol=None)
     with pytest.raises(collectives.RankError) as raised:
         model.fit(X, y)
     assert re.fullmatch(
@@ -292,6 +302,23 @@ def test_a_worker_that_exits():
         str(raised.value),
     )
     assert not descendants(os.getpid())
+
+
+def test_workers_that_cannot_start(monkeypatch):
+    monkeypatch.setattr(jobs, "WORKER", "sparcml_apps._no_such_module")
+    X, y = make_classification(n_samples=100, n_features=5, random_state=0)
+    with pytest.raises(RuntimeError) as raised:
+        SparseSGDClassifier(n_jobs=2).fit(X, y)
+    assert str(raised.value).startswith("n_jobs=2: the workers did not start: mpiexec ended")
+    assert "No module named sparcml_apps._no_such_module" in str(raised.value)
+    assert not descendants(os.getpid())
+
+
+def test_what_workers_print_and_warn_reaches_the_caller(capsys):
+    X, y = make_classification(n_samples=300, n_features=5, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="Maximum number of iteration reached"):
+        SparseSGDClassifier(n_jobs=2, max_iter=2, verbose=1).fit(X, y)
+    assert capsys.readouterr().out.count("-- Epoch") == 2  # rank 0's, with verbose=1
 
 
 def test_what_cannot_travel_to_the_workers_fails_before_they_start():
@@ -320,7 +347,8 @@ def start_paused_caller(tmp_path):
         [sys.executable, "-c", caller], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 120
-    while not (tmp_path / "rank1").exists() and time.monotonic() < deadline:
+    while len(list(tmp_path.glob("rank?"))) < 2 and time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
         time.sleep(0.05)
     return process, {rank: int((tmp_path / f"rank{rank}").read_text()) for rank in (0, 1)}
 
@@ -339,12 +367,12 @@ def test_ctrl_c_in_the_caller_stops_the_workers(tmp_path):
 
 def test_workers_leave_when_their_caller_is_killed(tmp_path):
     process, pids = start_paused_caller(tmp_path)
-    address = Path(f"/proc/{pids[0]}/cmdline").read_bytes().split(b"\0")[3].decode()
-    assert Path(address).exists()
+    folder = worker_folder(pids[0])
+    assert folder.is_dir()
     process.kill()
     process.wait()
     deadline = time.monotonic() + 30
     while any(exists(pid) for pid in pids.values()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in pids.values() if exists(pid)]
-    assert not Path(address).parent.exists()  # the caller's folder, removed by the workers
+    assert not folder.exists()  # the caller's folder, removed by the workers
