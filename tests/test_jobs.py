@@ -73,7 +73,7 @@ def exists(pid):
 def test_url_width_equals_mpiexec_bit_for_bit(n_jobs, classes, method):
     # 10 classes: a state of 10 x 3.2M float64 (259 MB) in coef_ and again in the weights,
     # sent back after each call and to every worker for the second call; 20 classes: 517 MB
-    rows = 1500
+    rows = 2000
     result = run_mpi(
         "fit_blocks.py", n_jobs, rows, URL_WIDTH, classes, method, "random_state=0",
         timeout=300,
