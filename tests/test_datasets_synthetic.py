@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import SGDClassifier
 
-from sparcml_apps.datasets import make_url_like
+from sparcml_apps.datasets import GENERATORS, make_url_like
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +76,40 @@ def test_options_and_arguments():
         name = next(iter(bad))
         with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
             make_url_like(**arguments)
+
+
+def test_dense_model_steeper_power_law_and_noise():
+    X, y = make_url_like(60_000, n_features=200_000, random_state=1, **GENERATORS["url-like-dense"])
+    X0, y0 = make_url_like(60_000, n_features=200_000, random_state=1)
+    # a steeper power law concentrates the rows on fewer columns
+    assert np.unique(X.indices).size < 0.5 * np.unique(X0.indices).size
+    rows_with = np.bincount(X.indices, minlength=X.shape[1]) / X.shape[0]
+    ranks = np.arange(100, 2000)
+    slope = np.polyfit(np.log(ranks + 1), np.log(rows_with[ranks]), 1)[0]
+    assert -2.0 < slope < -1.6
+    # labels: a third positive; 20% flipped, so even the planted model errs about that often
+    assert 0.30 < np.mean(y == 1) < 0.42
+    train, test = slice(0, 50_000), slice(50_000, None)
+    model = SGDClassifier(loss="log_loss", max_iter=5, tol=None, random_state=0)
+    accuracy = model.fit(X[train], y[train]).score(X[test], y[test])
+    assert 0.6 < accuracy < 0.8
+
+
+def test_dense_model_weighs_rare_columns():
+    # the same rows, labelled by the sparse and by the dense model, differ in many labels
+    _, sparse = make_url_like(5000, n_features=50_000, random_state=3, label_noise=0.0)
+    _, dense = make_url_like(
+        5000, n_features=50_000, random_state=3, planted="dense", label_noise=0.0
+    )
+    assert 0.2 < np.mean(sparse != dense) < 0.6
+
+
+def test_generator_options_refused():
+    for bad, message in (
+        ({"planted": "none"}, "planted must be one of"),
+        ({"power_law": 1}, "power_law must be a positive number"),
+        ({"power_law": -2.0}, "power_law must be a positive number"),
+        ({"label_noise": 0.7}, "label_noise must be a probability"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            make_url_like(10, **bad)

@@ -9,9 +9,10 @@ from ._errors import ChecksumError, ContentError, DataHomeError, DownloadError, 
 from ._home import data_home
 from ._load import convert_svmlight, load_cache, load_svmlight
 from ._shards import shard
-from ._synthetic import make_url_like
+from ._synthetic import GENERATORS, make_url_like
 
 __all__ = [
+    "GENERATORS",
     "Catalog",
     "ChecksumError",
     "ContentError",
