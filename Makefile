@@ -46,6 +46,7 @@ bench: $(VENV)/.installed-test,bench
 	$(BENCH) overlap $(B)
 	$(BENCH) projection $(B) --calibration $(CALIBRATED_1GBIT)
 	$(BENCH) parse $(B)
+	$(BENCH) jobs $(B)
 	$(if $(QUICK),,$(BIN)/python -m pytest -q -m bench)
 
 lint: $(VENV)/.installed-lint
