@@ -44,7 +44,8 @@ LIST_BELOW = 1 / 8
 nonzeros than this share of the weights."""
 
 
-_EMPTY = SparseVector(np.empty(0, np.uint32), np.empty(0), 1, check=False)
+_NONE = np.empty(0)
+_EMPTY = SparseVector(np.empty(0, np.uint32), _NONE, 1, check=False)
 
 
 def make(setup, weights, comm):
@@ -58,14 +59,14 @@ class Exchange:
     def __init__(self, setup, weights, comm):
         self.setup, self.weights, self.comm = setup, weights, comm
         self.params = setup.params()
-        self.index_dtype = np.uint32 if setup.size < 2**32 else np.uint64
+        self.index_dtype = np.uint32 if 2 * setup.size < 2**32 else np.uint64
         self.listing = weights.listing  # find the changes from a list of touched weights
         n_weights = setup.n_out * setup.n_features
         self.flags = np.zeros(n_weights if self.listing else 0, np.bool_)
         self.touched = np.empty(0, np.int64)
         self.n_touched = 0
         self.buffer = self._buffer(0)  # this rank's changes, written in place
-        self.pending = None  # with overlap: (request, scale, this rank's changes)
+        self.pending = None  # with overlap: (request, active ranks, own changes, sent at)
         self.calls = 0  # exchanges this epoch
         self.change_entries = self.sent_entries = 0  # this epoch's, of this rank
         self.gamma, self.xi = [], []  # per exchange, with diagnostics
@@ -89,28 +90,34 @@ class Exchange:
         """Exchange the changes of a period in which ``active`` ranks held rows."""
         setup, w = self.setup, self.weights
         self.finish()  # the changes are taken against the newest agreed model
+        averaging = w.state[K.AVERAGE_SUM] >= 0.0 and w.area.size > 0
+        area = w.area if averaging else _NONE
         if self.listing:
-            n = self.n_touched + setup.n_out
+            n = self.n_touched
         else:
-            n = K.count_changes(w.v, w.agreed, w.intercept, w.agreed_intercept)
+            n = K.count_changes(w.v, w.agreed, area)
+        need = 2 * (n + setup.n_out)
         idx, val = self.buffer
-        if idx.size < n:
-            idx, val = self.buffer = self._buffer(max(n, idx.size + idx.size // 2))
-        if self.listing:
-            n = K.listed_changes(
-                self.flags,
-                self.touched,
-                self.n_touched,
-                w.v,
-                w.agreed,
-                w.intercept,
-                w.agreed_intercept,
-                idx,
-                val,
-            )
-        else:
-            n = K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, idx, val)
-        mine = SparseVector(idx[:n], val[:n], setup.size, check=False)
+        if idx.size < need:
+            idx, val = self.buffer = self._buffer(max(need, idx.size + idx.size // 2))
+        at = w.state[K.AVERAGE_SUM]
+        n = K.changes(
+            w.v,
+            w.agreed,
+            w.intercept,
+            w.agreed_intercept,
+            area,
+            w.intercept_area,
+            at,
+            self.flags,
+            self.touched,
+            self.n_touched,
+            n,
+            idx,
+            val,
+        )
+        size = setup.size * (2 if averaging else 1)  # the areas follow the changes
+        mine = SparseVector(idx[:n], val[:n], size, check=False)
         self.change_entries += mine.nnz
         sent = self.outgoing(mine)
         self.sent_entries += sent.nnz
@@ -120,17 +127,14 @@ class Exchange:
             options["quantization_bits"] = setup.quantization_bits
             options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | self.calls
         self.calls += 1
-        state = w.state
-        # the average books the changes as made halfway through the period
-        made = state[K.PERIOD_SUM] / 2, state[K.PERIOD_STEPS] / 2, state[K.UNITS]
-        state[K.PERIOD_SUM] = state[K.PERIOD_STEPS] = 0.0
         if setup.overlap:
             request = collectives.iallreduce(sent, self.comm, **options)
-            self.pending = request, active, mine, made
+            self.pending = request, active, mine, at, w.state[K.AVERAGE_STEPS]
+            np.subtract(w.intercept, w.agreed_intercept, out=w.intercept_sent)
             self.n_touched = 0
             return
         total = collectives.allreduce(sent, self.comm, **options)
-        total = self._settle(total, 1.0 / active, _EMPTY, 1.0, made[0], made[1])
+        total = self._settle(total, 1.0 / active, _EMPTY, at, w.state[K.AVERAGE_STEPS])
         if self.listing:
             K.copy_listed(w.v, w.agreed, self.touched, self.n_touched, total.indices)
             self.n_touched = 0
@@ -138,7 +142,7 @@ class Exchange:
             np.copyto(w.v, w.agreed)
         np.copyto(w.intercept, w.agreed_intercept)
 
-    def _settle(self, total, scale, mine, own_scale, back_sum, back_steps):
+    def _settle(self, total, scale, mine, booked_at, booked_steps):
         w = self.weights
         if isinstance(total, np.ndarray):
             total = SparseVector.from_dense(total)
@@ -148,9 +152,8 @@ class Exchange:
             scale,
             mine.indices,
             mine.values,
-            own_scale,
-            back_sum,
-            back_steps,
+            booked_at,
+            booked_steps,
             self.params,
             w.state,
             w.v,
@@ -166,22 +169,13 @@ class Exchange:
     def finish(self):
         """Add the exchange in flight, if any (``overlap``): the agreed model takes the
         mean, and this rank's copy takes it instead of the changes it sent, keeping the
-        steps it took meanwhile (which the average books from when they were made)."""
+        steps it took meanwhile. The average books the mean as made when it was sent."""
         if self.pending is None:
             return
-        request, active, mine, (back_sum, back_steps, units) = self.pending
+        request, active, mine, sent_at, sent_steps = self.pending
         self.pending = None
-        total = request.wait()
-        state = self.weights.state
-        rescaled = state[K.UNITS] / units  # folds of wscale into v since it was sent
-        self._settle(
-            total,
-            rescaled / active,
-            mine,
-            rescaled,
-            back_sum / rescaled + state[K.PERIOD_SUM],
-            back_steps + state[K.PERIOD_STEPS],
-        )
+        self._settle(request.wait(), 1.0 / active, mine, sent_at, sent_steps)
+        self.weights.intercept_sent[:] = 0.0
 
     def end_epoch(self):
         """Nothing is in flight and every rank's copy is the agreed model."""
@@ -228,7 +222,7 @@ class TopKExchange(Exchange):
         )
         idx[taken : taken + extra] = changes.indices[split:]
         val[taken : taken + extra] = changes.values[split:]
-        sent = SparseVector(idx[: taken + extra], val[: taken + extra], setup.size, check=False)
+        sent = SparseVector(idx[: taken + extra], val[: taken + extra], changes.size, check=False)
         if diagnose:
             gamma, xi = _diagnose(accumulated, sent, k, n_weights, self.comm)
             self.gamma.append(gamma)

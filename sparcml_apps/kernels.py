@@ -45,18 +45,7 @@ MAX_DLOSS = 1e12
     N_PARAMS,
 ) = range(16)
 # state: the running scalars of a model
-(
-    WSCALE,
-    T,
-    L1_TOTAL,
-    AVERAGE_SUM,
-    AVERAGE_STEPS,
-    ETA,
-    PERIOD_SUM,  # AVERAGE_SUM and AVERAGE_STEPS gained since the last exchange
-    PERIOD_STEPS,
-    UNITS,  # the product of the wscales folded into v so far
-    N_STATE,
-) = range(10)
+WSCALE, T, L1_TOTAL, AVERAGE_SUM, AVERAGE_STEPS, ETA, N_STATE = range(7)
 RENORMALIZE_BELOW = 1e-9  # a wscale below this is folded into v
 
 
@@ -216,24 +205,18 @@ def change_weight(j, dv, params, state, model, l1_applied, offsets, booked_at):
 
 
 @njit(cache=True, nogil=True)
-def shrink(params, state, eta, model, copies, residual, offsets):
-    """The L2 shrink of one step, ``wscale *= 1 - eta * l2``. A ``wscale`` that becomes
-    tiny is folded into every array scaled by it: ``model`` (the weights the average books),
-    ``copies`` (a rank's own copy of them, or empty) and ``residual`` (or empty)."""
-    state[WSCALE] *= max(0.0, 1.0 - eta * params[L2])
+def renormalize(state, model, copy, residual, offsets):
+    """Fold ``wscale`` into every array it scales: ``model`` (the weights the average
+    books), ``copy`` (a rank's own copy of them, or empty) and ``residual`` (or empty)."""
     scale = state[WSCALE]
-    if scale >= RENORMALIZE_BELOW:
-        return
     if state[AVERAGE_SUM] >= 0.0:  # the summed weights S * model - offsets stay the same
         for j in range(model.size):
             offsets[j] -= state[AVERAGE_SUM] * model[j]
         state[AVERAGE_SUM] = 0.0
-    state[PERIOD_SUM] /= scale  # in the units of the rescaled model
-    state[UNITS] *= scale
     for j in range(model.size):
         model[j] *= scale
-    for j in range(copies.size):
-        copies[j] *= scale
+    for j in range(copy.size):
+        copy[j] *= scale
     for j in range(residual.size):
         residual[j] *= scale
     state[WSCALE] = 1.0
@@ -261,32 +244,40 @@ def steps(
     average_intercept,
     agreed,
     agreed_intercept,
-    residual,
+    area,
+    intercept_area,
+    intercept_sent,
     flags,
     touched,
     n_touched,
     coefs,
 ):
     """Steps ``first`` to ``stop - 1`` of an epoch over this rank's rows ``order``; their
-    summed (weighted) loss and the count of weights listed in ``touched``.
+    summed (weighted) loss, the count of weights listed in ``touched``, and the step it
+    stopped before: ``stop``, or earlier where ``wscale`` must first be folded into the
+    weights (:func:`renormalize`).
 
     Step ``s`` takes the rows ``order[s * batch : (s + 1) * batch]`` (none once they run
     out): the mean of their gradients at the rate of the current sample time, after the L2
-    shrink of one step; the sample time then advances by one. With ``agreed`` empty the
-    steps change the model itself, with L1 and averaging booked per weight. Otherwise they
-    change this rank's copy ``v`` only (plain updates); L1 and the average are booked on
-    the agreed model when the ranks agree (:func:`settle`), and the average sums the agreed
-    model. With ``flags`` not empty, every weight the steps change is listed once in
-    ``touched`` (and flagged).
+    shrink of one step, ``wscale *= 1 - eta * l2``; the sample time then advances by one.
+    With ``agreed`` empty the steps change the model itself, with L1 and averaging booked
+    per weight. Otherwise they change this rank's copy ``v`` (plain updates), and once
+    averaging began also ``area`` (unless empty): each change ``d`` of ``v[j]`` adds ``S *
+    d`` (``S`` the running sum of ``wscale``) to ``area[j]``, and every step adds
+    ``intercept - agreed_intercept - intercept_sent`` (its own change since the ranks
+    agreed, less what is in flight) to ``intercept_area``; the ranks book L1 and the
+    average when they exchange (:func:`settle`). With ``flags`` not empty, every weight the steps change is
+    listed once in ``touched`` (and flagged).
     """
     n_features = int(params[N_FEATURES])
     n_out = int(params[N_OUT])
     decay = params[INTERCEPT_DECAY] if params[FIT_INTERCEPT] > 0 else 0.0
     alone = agreed.size == 0
-    model, copy = (v, agreed) if alone else (agreed, v)  # agreed is empty when alone
     listing = flags.size > 0
     loss_sum = 0.0
     for s in range(first, stop):
+        if state[WSCALE] < RENORMALIZE_BELOW:
+            return loss_sum, n_touched, s
         lo = min(s * batch, order.size)
         rows = order[lo : min(lo + batch, order.size)]
         eta = rate(params, state)
@@ -307,17 +298,20 @@ def steps(
                 eta / rows.size,
                 coefs,
             )
-        shrink(params, state, eta, model, copy, residual, offsets)
+        state[WSCALE] *= max(0.0, 1.0 - eta * params[L2])
         if (
             params[AVERAGE_START] > 0
             and state[AVERAGE_SUM] < 0
             and state[T] >= params[AVERAGE_START]
         ):
             state[AVERAGE_SUM] = 0.0
+        averaging = state[AVERAGE_SUM] >= 0.0
         state[L1_TOTAL] += eta * params[L1]
         # a rank's copy, or a model without L1 and averaging: no per-weight bookkeeping
-        plain = not alone or (params[L1] == 0.0 and state[AVERAGE_SUM] < 0.0)
+        plain = not alone or (params[L1] == 0.0 and not averaging)
+        timed = averaging and area.size > 0  # a rank's copy: the changes' area
         scale = 1.0 / state[WSCALE]
+        at = state[AVERAGE_SUM]
         for c in range(n_out):
             shift = np.uint64(c * n_features)
             for r in range(rows.size):
@@ -326,19 +320,18 @@ def steps(
                     continue
                 intercept[c] -= coef * decay
                 row = rows[r]
-                if listing:
-                    step = coef * scale
+                step = coef * scale
+                if plain:
                     for k in range(indptr[row], indptr[row + 1]):
                         j = shift + indices[k]
-                        v[j] -= step * data[k]
-                        if not flags[j]:
+                        change = step * data[k]
+                        v[j] -= change
+                        if timed:
+                            area[j] -= at * change
+                        if listing and not flags[j]:
                             flags[j] = True
                             touched[n_touched] = j
                             n_touched += 1
-                elif plain:
-                    step = coef * scale
-                    for k in range(indptr[row], indptr[row + 1]):
-                        v[shift + indices[k]] -= step * data[k]
                 else:
                     for k in range(indptr[row], indptr[row + 1]):
                         change_weight(
@@ -349,49 +342,89 @@ def steps(
                             v,
                             l1_applied,
                             offsets,
-                            state[AVERAGE_SUM],
+                            at,
                         )
-        if state[AVERAGE_SUM] >= 0.0:
+        if averaging:
             state[AVERAGE_SUM] += state[WSCALE]
             state[AVERAGE_STEPS] += 1
-            state[PERIOD_SUM] += state[WSCALE]
-            state[PERIOD_STEPS] += 1
             booked = intercept if alone else agreed_intercept
             for c in range(n_out):
                 average_intercept[c] += booked[c]
+            for c in range(intercept_area.size):
+                intercept_area[c] += intercept[c] - agreed_intercept[c] - intercept_sent[c]
         state[T] += 1.0
-    return loss_sum, n_touched
+    return loss_sum, n_touched, stop
 
 
 @njit(cache=True, nogil=True)
-def count_changes(v, agreed, intercept, agreed_intercept):
-    """How many entries :func:`changes` writes."""
-    n = intercept.size
+def count_changes(v, agreed, area):
+    """How many weights :func:`changes` finds in one pass over the model."""
+    n = 0
     for j in range(v.size):
-        n += v[j] != agreed[j]
+        n += v[j] != agreed[j] or (area.size > 0 and area[j] != 0.0)
     return n
 
 
 @njit(cache=True, nogil=True)
-def listed_changes(
-    flags, touched, n_touched, v, agreed, intercept, agreed_intercept, out_idx, out_val
+def changes(
+    v,
+    agreed,
+    intercept,
+    agreed_intercept,
+    area,
+    intercept_area,
+    at,
+    flags,
+    touched,
+    n_touched,
+    n_changed,
+    out_idx,
+    out_val,
 ):
-    """:func:`changes` from the weights listed in ``touched`` (sorted there, their flags
-    cleared) instead of a pass over the model: the same entries."""
-    sort_keys(touched, n_touched, np.empty(n_touched, touched.dtype))
+    """This rank's changes since the ranks last agreed, as a sparse vector: the weights
+    where ``v - agreed`` (or, averaging, ``area``) is not zero, then every intercept's, at
+    index ``v.size + c``. With ``area`` not empty (averaging) the areas follow, each at its
+    change's index plus the weights and intercepts: ``at * change - area[j]`` (``at``: the
+    running sum of ``wscale`` now), then ``intercept_area``; both are cleared.
+
+    The weights come from the ``touched`` list (sorted there, flags cleared) when
+    ``flags`` is not empty, else from one pass over the model. ``n_changed`` bounds their
+    number (``n_touched``, or :func:`count_changes`); the output needs room for twice that
+    and the intercepts. Returns the entries written.
+    """
+    n_weights, n_out = v.size, intercept.size
+    total = n_weights + n_out
+    parked = n_changed + n_out  # the weights' areas wait here until their place is known
+    timed = area.size > 0
     n = 0
-    for i in range(n_touched):
-        j = touched[i]
-        flags[j] = False
-        if v[j] != agreed[j]:
+    count = n_touched if flags.size else n_weights
+    if flags.size:
+        sort_keys(touched, n_touched, np.empty(n_touched, touched.dtype))
+    for i in range(count):
+        j = touched[i] if flags.size else i
+        if flags.size:
+            flags[j] = False
+        if v[j] != agreed[j] or (timed and area[j] != 0.0):
             out_idx[n] = j
             out_val[n] = v[j] - agreed[j]
+            if timed:
+                out_val[parked + n] = area[j]
+                area[j] = 0.0
             n += 1
-    for c in range(intercept.size):
-        out_idx[n] = v.size + c
-        out_val[n] = intercept[c] - agreed_intercept[c]
-        n += 1
-    return n
+    for c in range(n_out):
+        out_idx[n + c] = n_weights + c
+        out_val[n + c] = intercept[c] - agreed_intercept[c]
+    if not timed:
+        return n + n_out
+    base = n + n_out  # <= parked: a forward copy reads each parked area before writing it
+    for i in range(n):
+        out_idx[base + i] = total + out_idx[i]
+        out_val[base + i] = at * out_val[i] - out_val[parked + i]
+    for c in range(n_out):
+        out_idx[base + n + c] = total + n_weights + c
+        out_val[base + n + c] = intercept_area[c]
+        intercept_area[c] = 0.0
+    return 2 * (n + n_out)
 
 
 @njit(cache=True, nogil=True)
@@ -405,33 +438,14 @@ def copy_listed(v, agreed, touched, n_touched, idx):
 
 
 @njit(cache=True, nogil=True)
-def changes(v, agreed, intercept, agreed_intercept, out_idx, out_val):
-    """This rank's changes since the ranks last agreed, as a sparse vector: the weights
-    where ``v - agreed`` is not zero, then every intercept's at index ``v.size + c``, in
-    one pass over the model. Returns the entries written."""
-    n = 0
-    for j in range(v.size):
-        if v[j] != agreed[j]:
-            out_idx[n] = j
-            out_val[n] = v[j] - agreed[j]
-            n += 1
-    for c in range(intercept.size):
-        out_idx[n] = v.size + c
-        out_val[n] = intercept[c] - agreed_intercept[c]
-        n += 1
-    return n
-
-
-@njit(cache=True, nogil=True)
 def settle(
     idx,
     val,
     scale,
     own_idx,
     own_val,
-    own_scale,
-    back_sum,
-    back_steps,
+    booked_at,
+    booked_steps,
     params,
     state,
     v,
@@ -442,40 +456,52 @@ def settle(
     offsets,
     average_intercept,
 ):
-    """Add ``scale`` times the ranks' summed changes ``(idx, val)`` (weights, then
-    intercepts) to the agreed model, with L1 booked. The average books each change as made
-    ``back_sum`` (of ``wscale``) and ``back_steps`` steps ago.
+    """Add ``scale`` times the ranks' summed changes ``(idx, val)`` to the agreed model,
+    with L1 booked, and to the average: each change as made when the running sum of
+    ``wscale`` was ``booked_at`` (the intercepts' when ``booked_steps`` steps were
+    averaged), plus ``scale`` times the summed areas that follow the changes
+    (:func:`changes`): what the ranks' own copies held meanwhile.
 
     With ``own_idx`` not empty the changes travelled while this rank took more steps: its
-    copy takes the agreed model's change in place of its own changes ``own_scale *
-    (own_idx, own_val)`` and keeps the steps taken since. (Otherwise the caller makes the
-    copy the agreed model.)
+    copy takes the agreed model's change in place of its own changes ``(own_idx,
+    own_val)`` and keeps the steps taken since. (Otherwise the caller makes the copy the
+    agreed model.)
     """
     n_weights = agreed.size
+    total = n_weights + agreed_intercept.size  # the changes' indices; the areas' follow
     late = own_idx.size > 0
     for e in range(own_idx.size):
         j = own_idx[e]
-        if j >= n_weights:
-            intercept[j - n_weights] -= own_val[e] * own_scale
-        else:
-            v[j] -= own_val[e] * own_scale
-    booked_at = state[AVERAGE_SUM] - back_sum
+        if j < n_weights:
+            v[j] -= own_val[e]
+        elif j < total:
+            intercept[j - n_weights] -= own_val[e]
     averaging = state[AVERAGE_SUM] >= 0.0
-    end = idx.size
-    while end > 0 and idx[end - 1] >= n_weights:  # the intercepts come last
-        end -= 1
-        c = idx[end] - n_weights
-        change = val[end] * scale
+    end = np.searchsorted(idx, n_weights)
+    last = np.searchsorted(idx, total)
+    for e in range(end, last):
+        c = idx[e] - n_weights
+        change = val[e] * scale
         agreed_intercept[c] += change
         if averaging:
-            average_intercept[c] += back_steps * change
+            average_intercept[c] += (state[AVERAGE_STEPS] - booked_steps) * change
         if late:
             intercept[c] += change
+    for e in range(last, idx.size):
+        j = idx[e] - total
+        if j < n_weights:
+            offsets[j] -= val[e] * scale
+        else:
+            average_intercept[j - n_weights] += val[e] * scale
     if params[L1] > 0.0 or late:
+        now = state[AVERAGE_SUM]  # L1's truncations count from now
         for e in range(end):
             j = idx[e]
+            change = val[e] * scale
             before = agreed[j]
-            change_weight(j, val[e] * scale, params, state, agreed, l1_applied, offsets, booked_at)
+            change_weight(j, change, params, state, agreed, l1_applied, offsets, now)
+            if averaging:
+                offsets[j] -= (now - booked_at) * change
             if late:
                 v[j] += agreed[j] - before
     elif averaging:  # as change_weight does, without L1

@@ -54,7 +54,7 @@ class Setup:
     seed: int = 0
     tol: float | None = 1e-3
     n_iter_no_change: int = 5
-    average: int = 0  # 0: no averaging; n: average from sample time n on
+    average: int | str = 0  # 0: none; n: from sample time n on; "auto": from the 2nd epoch
     local_steps: int | str = "auto"  # steps between exchanges
     compression: str | None = None
     topk: float = 0.01  # fraction of the coordinates (float) or a count (int)
@@ -96,7 +96,7 @@ class Setup:
         params[K.L2] = self.l2
         params[K.L1] = self.l1
         params[K.INTERCEPT_DECAY] = self.intercept_decay
-        params[K.AVERAGE_START] = self.average
+        params[K.AVERAGE_START] = 0 if self.average == "auto" else self.average
         params[K.LOSS] = K.LOSSES[self.loss]
         params[K.LOSS_PARAM] = self.loss_param
         params[K.N_FEATURES] = self.n_features
@@ -123,6 +123,10 @@ class Weights:
     average_intercept: np.ndarray = field(default_factory=lambda: _NONE)
     agreed: np.ndarray = field(default_factory=lambda: _NONE)  # several ranks
     agreed_intercept: np.ndarray = field(default_factory=lambda: _NONE)
+    area: np.ndarray = field(default_factory=lambda: _NONE)  # several ranks, averaging
+    intercept_area: np.ndarray = field(default_factory=lambda: _NONE)
+    intercept_sent: np.ndarray = field(default_factory=lambda: _NONE)  # in flight (overlap)
+    average_start: int = 0  # the sample time averaging starts at, once chosen
     period: int = 0  # local steps between exchanges, once chosen
     listing: bool = False  # find a rank's changes from a list of the weights it touched
     residual: np.ndarray | None = None  # TopK error feedback
@@ -133,7 +137,7 @@ class Weights:
     def __post_init__(self):
         if self.state is None:
             self.state = np.zeros(K.N_STATE)
-            self.state[[K.WSCALE, K.T, K.UNITS]] = 1.0
+            self.state[[K.WSCALE, K.T]] = 1.0
             self.state[K.AVERAGE_SUM] = -1.0
 
     @classmethod
@@ -157,6 +161,10 @@ class Weights:
         if exchanging and self.agreed.size == 0:
             self.agreed = self.v.copy()
             self.agreed_intercept = self.intercept.copy()
+            self.intercept_sent = np.zeros_like(self.intercept)
+        if exchanging and setup.average and setup.compression is None and self.area.size == 0:
+            self.area = np.zeros_like(self.v)
+            self.intercept_area = np.zeros_like(self.intercept)
 
     def coef(self):
         """The current weights, shape (n_out, n_features)."""
@@ -214,6 +222,9 @@ class _Epochs:
         comm.Allgather(np.array([X.shape[0]], np.int64), self.counts)
         self.steps = int(-(-self.counts.max() // setup.batch_size))
         self.params = setup.params()
+        if setup.average == "auto":  # from the first fit's second epoch
+            weights.average_start = weights.average_start or int(weights.t) + self.steps
+            self.params[K.AVERAGE_START] = weights.average_start
         self.coefs = np.empty((setup.n_out, setup.batch_size))
         self.exchanging = nprocs > 1 or setup.compression is not None
         weights.prepare(setup, self.exchanging)
@@ -233,21 +244,38 @@ class _Epochs:
         self.exchange.begin_epoch()
         loss_sum = 0.0
         batch = setup.batch_size
-        for first in range(0, self.steps, w.period):
+        first = 0
+        while first < self.steps:
             stop = min(first + w.period, self.steps)
             if self.exchange.listing:
                 rows = order[min(first * batch, order.size) : min(stop * batch, order.size)]
                 nnz = int(self.X.indptr[rows + 1].sum() - self.X.indptr[rows].sum())
                 self.exchange.reserve(nnz * setup.n_out)
-            loss_sum += self._steps(order, first, stop)
-            active = int(np.count_nonzero(self.counts > first * batch))
-            self.exchange(active, stats)
+            loss, done = self._period(order, first, stop)
+            loss_sum += loss
+            self.exchange(int(np.count_nonzero(self.counts > first * batch)), stats)
+            if done < stop:  # a period ends early where wscale is folded into the weights
+                self.exchange.finish()
+                self._renormalize()
+            first = done
         self.exchange.end_epoch()
         return loss_sum
 
     def _steps(self, order, first, stop):
+        """Steps ``first`` to ``stop - 1`` of one rank alone; their summed loss."""
+        loss_sum = 0.0
+        while first < stop:
+            loss, first = self._period(order, first, stop)
+            loss_sum += loss
+            if first < stop:
+                self._renormalize()
+        return loss_sum
+
+    def _period(self, order, first, stop):
+        """The steps from ``first``, up to ``stop`` or where ``wscale`` must be folded into
+        the weights; their summed loss and the step they stopped before."""
         X, w, setup, exchange = self.X, self.weights, self.setup, self.exchange
-        loss_sum, n_touched = K.steps(
+        loss_sum, n_touched, done = K.steps(
             self.indptr,
             self.indices,
             X.data,
@@ -268,7 +296,9 @@ class _Epochs:
             w.average_intercept,
             w.agreed,
             w.agreed_intercept,
-            w.residual if w.residual is not None else _NONE,
+            w.area,
+            w.intercept_area,
+            w.intercept_sent,
             exchange.flags if exchange else _FLAGS,
             exchange.touched if exchange else _TOUCHED,
             exchange.n_touched if exchange else 0,
@@ -276,7 +306,13 @@ class _Epochs:
         )
         if exchange:
             exchange.n_touched = n_touched
-        return loss_sum
+        return loss_sum, done
+
+    def _renormalize(self):
+        w = self.weights
+        model, copy = (w.agreed, w.v) if self.exchanging else (w.v, _NONE)
+        residual = w.residual if w.residual is not None else _NONE
+        K.renormalize(w.state, model, copy, residual, w.offsets)
 
 
 _FLAGS = np.empty(0, np.bool_)

@@ -73,7 +73,8 @@ def reference_fit(
     overlap=False,
 ):
     """Train on ``blocks``, one ``(X, y)`` a rank (y in +-1, or values). ``average``: the
-    sample time averaging starts at (0: never); ``k``: TopK of the changes (None: all).
+    sample time averaging starts at (0: never; "auto": the second epoch); ``k``: TopK of
+    the changes (None: all).
     Returns ``w``, ``b`` (averaged with ``average``) and per epoch the lists of ``gamma``
     (largest over the ranks) and ``xi``, one an exchange (with ``k``)."""
     slope = SLOPES[loss]
@@ -86,12 +87,17 @@ def reference_fit(
     residuals = [np.zeros(width) for _ in blocks]
     counts = [X.shape[0] for X, _ in blocks]
     steps = max(-(-n // batch) for n in counts)
+    if average == "auto":
+        average = steps + 1
     t, l1_total, l1_applied = 1.0, 0.0, np.zeros(width)
     sums, intercept_sum, averaged_steps = np.zeros(width), 0.0, 0
-    # the period's averaged steps, each weighted by its shrink relative to now, and counted
-    weight, counted = 0.0, 0
+    # per rank, the summed own changes of the period's averaged steps (weights, intercept)
+    areas = [np.zeros(width) for _ in blocks]
+    intercept_areas = [0.0] * nprocs
     gammas, xis = [], []
-    pending = None  # with overlap: (mean change, intercept change, own changes, weight, count)
+    # with overlap: the mean change in flight, its intercept's, each rank's own changes, and
+    # the sum of the change over the averaged steps since it was sent (weights, intercept)
+    pending = None
 
     def clip(model, columns):
         for j in columns:
@@ -102,18 +108,24 @@ def reference_fit(
                 model[j] = min(0.0, z + (l1_total - l1_applied[j]))
             l1_applied[j] += model[j] - z
 
-    def settle(change, intercept_change, back_weight, back_count):
-        """The agreed model takes the change; the average books it from ``back`` ago."""
-        nonlocal b, intercept_sum
+    def settle(change, intercept_change):
+        """The agreed model takes the change; returns what it took (L1 clipped)."""
+        nonlocal b
         before = w.copy()
         w[:] += change
         b += intercept_change
         if l1_ratio > 0:
             clip(w, np.flatnonzero(change))
-        if averaged_steps:
-            sums[:] += (w - before) * back_weight
-            intercept_sum += intercept_change * back_count
         return w - before
+
+    def book_areas(active):
+        nonlocal intercept_sum
+        if averaged_steps:
+            sums[:] += np.sum(areas, axis=0) / active
+            intercept_sum += sum(intercept_areas) / active
+        for p in range(nprocs):
+            areas[p][:] = 0.0
+            intercept_areas[p] = 0.0
 
     for _ in range(epochs):
         gammas.append([])
@@ -139,11 +151,10 @@ def reference_fit(
             for p in range(nprocs):
                 copies[p] *= factor
                 residuals[p] *= factor
-            weight /= factor
             if pending is not None:  # changes in flight shrink with the weights
-                change, intercept_change, mine, back_weight, back_count = pending
+                change, intercept_change, mine, area, intercept_area = pending
                 mine = [(m * factor, i) for m, i in mine]
-                pending = change * factor, intercept_change, mine, back_weight / factor, back_count
+                pending = change * factor, intercept_change, mine, area, intercept_area
             l1_total += eta * alpha * l1_ratio
             averaging = average and t >= average
             for p, (X, _) in enumerate(blocks):
@@ -160,8 +171,14 @@ def reference_fit(
                 sums += w
                 intercept_sum += b
                 averaged_steps += 1
-                weight += 1.0
-                counted += 1
+                for p in range(nprocs if k is None else 0):  # TopK: the agreed model's
+                    own_w, own_b = pending[2][p] if pending is not None else (0.0, 0.0)
+                    areas[p] += copies[p] - w - own_w
+                    intercept_areas[p] += intercepts[p] - b - own_b
+                if pending is not None:
+                    change, intercept_change, mine, area, intercept_area = pending
+                    pending = (change, intercept_change, mine, area + change,
+                               intercept_area + intercept_change)  # fmt: skip
             t += 1
             if alone or not ((step + 1) % period == 0 or step + 1 == steps):
                 continue
@@ -169,14 +186,16 @@ def reference_fit(
             first = step + 1 - ((step % period) + 1)
             active = sum(n > first * batch for n in counts)
             if pending is not None:  # the copies take the agreed model's change instead
-                change, intercept_change, mine, back_weight, back_count = pending
-                applied = settle(
-                    change, intercept_change, back_weight / 2 + weight, back_count / 2 + counted
-                )
+                change, intercept_change, mine, area, intercept_area = pending
+                applied = settle(change, intercept_change)
+                if averaged_steps:
+                    sums += area
+                    intercept_sum += intercept_area
                 for p in range(nprocs):
                     copies[p] += applied - mine[p][0]
                     intercepts[p] += intercept_change - mine[p][1]
                 pending = None
+            book_areas(active)
             mine = [(copies[p] - w, intercepts[p] - b) for p in range(nprocs)]
             sents, accs = [], []
             for p in range(nprocs):
@@ -193,12 +212,10 @@ def reference_fit(
                 xis[-1].append(xi_dense(accs, sents, k))
             change = np.sum(sents, axis=0) / active
             intercept_change = sum(m[1] for m in mine) / active
-            made = weight, counted
-            weight, counted = 0.0, 0
             if overlap and step + 1 < steps:
-                pending = change, intercept_change, mine, *made
+                pending = change, intercept_change, mine, np.zeros(width), 0.0
                 continue
-            settle(change, intercept_change, made[0] / 2, made[1] / 2)
+            settle(change, intercept_change)
             for p in range(nprocs):
                 copies[p] = w.copy()
                 intercepts[p] = b

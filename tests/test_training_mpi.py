@@ -28,6 +28,11 @@ CONFIGS = [
 ]
 
 
+def _start(average):
+    """The reference's ``average``: the estimator's, True as 1."""
+    return average if average == "auto" else int(average)
+
+
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     X, y = sparse_problem(n_samples=BOUNDS[-1])
@@ -57,7 +62,8 @@ def test_three_ranks_follow_a_numpy_replay(fitted, number):
     w, b, *_ = reference_fit(
         blocks, alpha=config["alpha"], batch=config["batch_size"], epochs=config["max_iter"],
         period=config["local_steps"], l1_ratio=l1_ratio[config.get("penalty", "l2")],
-        average=int(config.get("average", 0)), loss=config["loss"],
+        average=_start(config.get("average", False if regressor else "auto")),
+        loss=config["loss"],
         learning_rate=config["learning_rate"], eta0=config["eta0"], power_t=0.25,
         overlap=config.get("overlap", False),
     )  # fmt: skip

@@ -76,7 +76,9 @@ def test_optimal_schedule_starts_as_scikit_learns(data, batch):
     model = SparseSGDClassifier(
         loss="log_loss", alpha=0.01, batch_size=batch, max_iter=2, tol=None, shuffle=False
     ).fit(X, y)
-    w, b, *_ = reference_fit([(X, y)], alpha=0.01, batch=batch, epochs=2, learning_rate="optimal")
+    w, b, *_ = reference_fit(
+        [(X, y)], alpha=0.01, batch=batch, epochs=2, learning_rate="optimal", average="auto"
+    )
     check_close(model, w, b, rtol=1e-5, atol=1e-7)
 
 
@@ -103,7 +105,7 @@ def test_topk_diagnostics_follow_a_numpy_replay(error_feedback, overlap):
         loss="log_loss", alpha=0.01, batch_size=batch, max_iter=epochs, tol=None,
         shuffle=False, compression="topk", topk=k, error_feedback=error_feedback,
         overlap=overlap, diagnostics=True, learning_rate="constant", eta0=0.05,
-        local_steps=period,
+        local_steps=period, average=False,
     ).fit(X, y)  # fmt: skip
     w, b, gammas, xis = reference_fit(
         [(X, y)], alpha=0.01, eta0=0.05, batch=batch, epochs=epochs, k=k * period, period=period,
