@@ -548,14 +548,17 @@ class _SparseSGD(BaseEstimator):
         self.coef_, self.intercept_ = coef.astype(dtype), intercept.astype(dtype)
 
     def _report_to_callback(self, record, weights, *, dtype):
-        self._set_model(weights.coef(), weights.intercept, dtype)
+        self._set_model(*self._model_of(weights), dtype)
         self.callback(self, record.as_dict())
+
+    def _model_of(self, weights):
+        """The weights and intercepts the model is: averaged, or current."""
+        return weights.averaged() if self.average else (weights.coef(), weights.intercept)
 
     def _store(self, weights, history, dtype):
         """Keep the training state and set the fitted attributes."""
         self._weights = weights
-        current = weights.coef(), weights.intercept
-        self._set_model(*(weights.averaged() if self.average else current), dtype)
+        self._set_model(*self._model_of(weights), dtype)
         self.n_iter_ = len(history)
         self.t_ = weights.t
         self.comm_stats_ = [record.as_dict() for record in history]
@@ -585,30 +588,42 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
 
     The parameters shared with :class:`sklearn.linear_model.SGDClassifier` mean what they
     mean there, but for the differences the README lists ("Where the meaning differs from
-    scikit-learn's"); a step uses ``batch_size`` rows of every rank. Own parameters:
+    scikit-learn's"). Every rank takes SGD steps on its own rows; every ``local_steps``
+    steps the ranks average their changes to the model (:mod:`sparcml_apps.exchange`).
+    Own parameters:
 
-    batch_size : int, default=16
-        Rows per rank per step. A step applies the summed gradient of all ranks' rows.
+    average : bool, int or "auto", default="auto"
+        As scikit-learn's (True: average every step's weights; n: from sample time n on),
+        and ``"auto"``: from the second epoch of the first fit on. With several ranks the
+        average is that of the ranks' own models (of the agreed one with TopK).
+    batch_size : int, default=1
+        Rows per rank per step: a step applies the mean of their gradients. With 1 on one
+        rank, it is scikit-learn's per-row SGD.
+    local_steps : int or "auto", default="auto"
+        Steps each rank takes between exchanges. ``"auto"``: the shortest period whose
+        exchange the cost model (:func:`collectives.cost_constants`) expects to take at
+        most a tenth of the steps' time, from how the columns of the rows grow.
     compression : {None, "topk"}, default=None
-        ``"topk"`` sends only the largest entries of each rank's step.
+        ``"topk"`` sends only the largest entries of each rank's changes.
     topk : float in (0, 1] or int >= 1, default=0.01
-        How many entries TopK keeps: a fraction of the model's coordinates, or a count.
+        How many entries TopK keeps a step (an exchange after ``n`` steps keeps ``n``
+        times as many): a fraction of the model's coordinates, or a count.
     error_feedback : bool, default=True
-        Keep what TopK did not send and add it to the next step (else it is dropped).
+        Keep what TopK did not send and add it to the next exchange (else it is dropped).
     diagnostics : bool, default=False
-        With ``compression="topk"``, record every step the quantities of the TopK
+        With ``compression="topk"``, record every exchange the quantities of the TopK
         convergence analysis (:mod:`sparcml_apps.diagnostics`): ``gamma``, the largest over
         the ranks of ``||acc - TopK(acc)|| / ||acc||`` (``acc``: a rank's residual plus its
-        step), and ``xi``, how far the sum of the ranks' TopKs is from the TopK of their
-        sum. Costs one more exact allreduce a step; the model is the same.
+        changes), and ``xi``, how far the sum of the ranks' TopKs is from the TopK of their
+        sum. Costs one more exact allreduce an exchange; the model is the same.
     allreduce : str, default="auto"
         The algorithm of :func:`collectives.allreduce`.
     quantization_bits : {2, 4, 8} or None, default=None
-        Send the values of every step as QSGD codes of this many bits (unbiased; the
+        Send the values of every exchange as QSGD codes of this many bits (unbiased; the
         ``dense`` algorithm sums exactly). A rank alone sends nothing, so rounds nothing.
     overlap : bool, default=False
-        Sum a step's gradients while the next step's are computed (non-blocking
-        allreduce); a step's gradient then misses the step just before it.
+        Let an exchange travel (non-blocking allreduce) while the next period's steps
+        run; the ranks' changes then reach the others one period late.
     comm : mpi4py communicator, default=None
         Train on its ranks: every rank calls ``fit`` with its own rows (under ``mpiexec``).
     n_jobs : int, default=None
@@ -620,9 +635,9 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         current ``coef_``/``intercept_`` set and the epoch's record (loss, seconds, traffic).
 
     Attributes are those of ``SGDClassifier`` plus ``comm_stats_``: per epoch, the loss,
-    seconds, steps, and this rank's allreduce traffic (bytes, messages, seconds) next to
-    what a dense allreduce would have sent; with ``diagnostics``, ``gamma`` and ``xi``, one
-    value a step (else None).
+    seconds, steps, exchanges, local steps between them, and this rank's allreduce traffic
+    (bytes, messages, seconds) next to what a dense allreduce would have sent; with
+    ``diagnostics``, ``gamma`` and ``xi``, one value an exchange (else None).
     """
 
     _parameter_constraints = {
@@ -837,6 +852,9 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
     """Linear regression (squared error, Huber, epsilon-insensitive) by SGD over sparse
     allreduce. Parameters and attributes as :class:`SparseSGDClassifier`, less the class
     ones; the shared ones mean what they mean in :class:`sklearn.linear_model.SGDRegressor`.
+    ``average`` is False by default, as scikit-learn's: regression with its slowly decaying
+    default rate is still far from the optimum when averaging would begin, and the average
+    lags behind.
     """
 
     _parameter_constraints = {

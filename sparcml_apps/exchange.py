@@ -69,6 +69,7 @@ class Exchange:
         self.pending = None  # with overlap: (request, active ranks, own changes, sent at)
         self.calls = 0  # exchanges this epoch
         self.change_entries = self.sent_entries = 0  # this epoch's, of this rank
+        self.dense_bytes = 0  # what a dense allreduce of the same vectors would send
         self.gamma, self.xi = [], []  # per exchange, with diagnostics
 
     def _buffer(self, n):
@@ -83,7 +84,7 @@ class Exchange:
             self.touched = grown
 
     def begin_epoch(self):
-        self.calls = self.change_entries = self.sent_entries = 0
+        self.calls = self.change_entries = self.sent_entries = self.dense_bytes = 0
         self.gamma, self.xi = [], []
 
     def __call__(self, active, stats):
@@ -127,6 +128,8 @@ class Exchange:
             options["quantization_bits"] = setup.quantization_bits
             options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | self.calls
         self.calls += 1
+        nprocs = self.comm.Get_size()
+        self.dense_bytes += 2 * (nprocs - 1) * size * val.itemsize // nprocs
         if setup.overlap:
             request = collectives.iallreduce(sent, self.comm, **options)
             self.pending = request, active, mine, at, w.state[K.AVERAGE_STEPS]
@@ -288,7 +291,8 @@ def plan(setup, indptr, indices, order, steps, comm):
     The period is ``setup.local_steps``, or for ``"auto"`` the shortest power of two whose
     exchange the cost model expects to take at most :data:`EXCHANGE_SHARE` of its steps'
     time (at most an epoch's ``steps``), from how the columns of a rank's rows grow in
-    ``order``. Listing pays when a period touches few of the weights.
+    ``order``, evened out so that an epoch's periods are alike. Listing pays when a period
+    touches few of the weights.
     """
     from mpi4py import MPI
 
@@ -335,5 +339,6 @@ def plan(setup, indptr, indices, order, steps, comm):
                 for name in collectives.ALGORITHMS
             )
         if cost <= EXCHANGE_SHARE * compute or period_steps == steps:
+            period_steps = -(-steps // -(-steps // period_steps))  # equal periods an epoch
             return period_steps, listing(period_steps)
     return steps, listing(steps)

@@ -266,8 +266,8 @@ def steps(
     d`` (``S`` the running sum of ``wscale``) to ``area[j]``, and every step adds
     ``intercept - agreed_intercept - intercept_sent`` (its own change since the ranks
     agreed, less what is in flight) to ``intercept_area``; the ranks book L1 and the
-    average when they exchange (:func:`settle`). With ``flags`` not empty, every weight the steps change is
-    listed once in ``touched`` (and flagged).
+    average when they exchange (:func:`settle`). With ``flags`` not empty, every weight the
+    steps change is listed once in ``touched`` (and flagged).
     """
     n_features = int(params[N_FEATURES])
     n_out = int(params[N_OUT])

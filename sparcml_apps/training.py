@@ -335,7 +335,7 @@ def train(
     ``n_iter_no_change``, early stopping) is decided on global sums, so every rank stops
     at the same epoch. A loss or model that is no longer finite raises ``ValueError``.
     """
-    nprocs, rank = comm.Get_size(), comm.Get_rank()
+    rank = comm.Get_rank()
     epochs = _Epochs(X, y, row_weight, setup, weights, comm)
     history = []
     best = np.inf
@@ -371,12 +371,7 @@ def train(
             exchanges=exchange.calls if exchange else 0,
             local_steps=weights.period,
             stats=stats,
-            dense_bytes=(exchange.calls if exchange else 0)
-            * 2
-            * (nprocs - 1)
-            * setup.size
-            * setup.value_dtype.itemsize
-            // nprocs,
+            dense_bytes=exchange.dense_bytes if exchange else 0,
             validation_score=(
                 validation_score(sums[2:], setup) if validation is not None else None
             ),

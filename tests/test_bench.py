@@ -56,7 +56,7 @@ def test_train(tmp_path):
         for a, b in zip(exact, two[name]["epochs"], strict=True):
             assert a["accuracy"] == pytest.approx(b["accuracy"], abs=2e-3)
     sent = {name: r["epochs"][-1]["bytes_sent"] for name, r in two.items()}
-    assert sent["TopK 0.1%, EF"] < sent["exact, auto"] < sent["dense allreduce"] / 5
+    assert sent["TopK 0.1%, EF"] < sent["exact, auto"] < sent["dense allreduce"]
     target = found[0]["target"]
     assert target == pytest.approx(max(r["epochs"][-1]["accuracy"] for r in found) - 0.01)
     assert all(r["time_to_target"] is None or r["time_to_target"] > 0 for r in found)

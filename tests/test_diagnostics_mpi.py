@@ -3,8 +3,8 @@ from a replay of the whole training."""
 
 import numpy as np
 import pytest
-from mpirun import run_mpi
 from local_sgd_reference import gamma_dense, reference_fit, sparse_problem, xi_dense
+from mpirun import run_mpi
 
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 

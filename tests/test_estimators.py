@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import sparse
+from local_sgd_reference import sparse_problem
 from scipy.special import expit
 from sklearn.datasets import load_svmlight_file, make_classification, make_regression
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 from testdata import LIBSVM, needs_a9a
-from local_sgd_reference import sparse_problem
 
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
 from sparcml_apps.datasets import make_url_like
@@ -92,6 +92,7 @@ def test_diagnostics_record_gamma_and_xi_and_change_nothing_else(estimator, n_cl
     X, y = sparse_problem(n_classes=n_classes)
     options = (
         dict(compression="topk", topk=6, batch_size=12, max_iter=3, tol=None, random_state=0)
+        | {"local_steps": 1}
         | options
     )
     plain = estimator(**options).fit(X, y)

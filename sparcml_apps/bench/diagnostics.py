@@ -46,7 +46,8 @@ def run(args):
         batch_size=args.batch_size, loss="log_loss", test_fraction=0.2,
     )  # fmt: skip
     methods = {
-        f"TopK {k:g}": {"compression": "topk", "topk": k, "diagnostics": True} for k in args.topk
+        f"TopK {k:g}": {"compression": "topk", "topk": k, "diagnostics": True, "local_steps": 1}
+        for k in args.topk
     }
     records = run_methods(args.nprocs, methods, options)
     for record, k in zip(records, args.topk, strict=True):
