@@ -12,4 +12,5 @@ BENCHMARKS = {
     "overlap": "sparcml_apps.bench.overlap",
     "throughput": "sparcml_apps.bench.throughput",
     "diagnostics": "sparcml_apps.bench.diagnostics",
+    "peers": "sparcml_apps.bench.peers",
 }
