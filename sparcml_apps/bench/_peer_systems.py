@@ -143,7 +143,7 @@ class Sparcml(System):
 
     distribution = "sparcml"
     budget = "epochs"
-    candidates = ({"alpha": 1e-5}, {"alpha": 1e-6}, {"alpha": 1e-6, "batch-size": 64})
+    candidates = ({"batch-size": 64}, {"alpha": 1e-5}, {"alpha": 1e-5, "batch-size": 64})
 
     def __init__(self, ranks):
         self.ranks = ranks
@@ -257,7 +257,11 @@ class SGD(_Estimator):
     distribution, budget = "scikit-learn", "max_iter"
     imports = ("sklearn.linear_model", "sklearn.datasets")
     index_dtype = np.int32  # the reader's 64-bit indices are refused by the estimator
-    candidates = ({"alpha": 1e-5}, {"alpha": 1e-6})
+    candidates = (
+        {"average": True},
+        {"alpha": 1e-5, "average": True},
+        {"alpha": 1e-6, "average": True},
+    )
     fixed = {"loss": "log_loss", "random_state": 0}
 
     def make(self, setting):
@@ -274,7 +278,7 @@ class Liblinear(_Estimator):
     distribution, budget = "scikit-learn", "max_iter"
     imports = ("sklearn.linear_model", "sklearn.datasets")
     index_dtype = np.int32  # the reader's 64-bit indices are refused by the solver
-    candidates = ({"C": 0.1}, {"C": 10.0})
+    candidates = ({"C": 0.1}, {"C": 0.3})
     fixed = {"solver": "liblinear"}
 
     def make(self, setting):
@@ -289,8 +293,8 @@ class SnapML(_Estimator):
     imports = ("snapml", "sklearn.datasets")
     candidates = (
         {"fit_intercept": True, "n_jobs": 2},
-        {"fit_intercept": True, "n_jobs": 2, "regularizer": 0.1},
         {"fit_intercept": True, "n_jobs": 2, "regularizer": 10.0},
+        {"fit_intercept": True, "n_jobs": 2, "regularizer": 100.0},
     )
     fixed = {"random_state": 0}
 
@@ -369,7 +373,7 @@ class Spark(System):
     imports = ("pyspark.ml.classification", "pyspark.sql")
     budget = "maxIter"
     first, factor = 3, 3
-    candidates = ({"maxIter": 10}, {"maxIter": 30}, {"maxIter": 30, "regParam": 1e-4})
+    candidates = ({"maxIter": 20}, {"maxIter": 20, "regParam": 1e-4})
 
     def __init__(self, estimator):
         self.estimator = estimator

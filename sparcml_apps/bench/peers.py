@@ -84,8 +84,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--search-rows",
         type=int,
-        default=50_000,
-        help="training rows the settings are searched on (default: 50000)",
+        default=100_000,
+        help="training rows the settings are searched on (default: 100000)",
     )
     parser.add_argument(
         "--systems",
