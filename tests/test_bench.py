@@ -106,6 +106,7 @@ def test_diagnostics(tmp_path):
 
 
 @needs_a9a
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_peers(tmp_path):
     train, test = LIBSVM / "a9a", LIBSVM / "a9a.t"
     quick("peers", tmp_path, "--datasets", f"{train},{test}", "--no-data-home")
