@@ -30,21 +30,20 @@ def run_module(nprocs, module, args=(), *, env=None, timeout=None, capture=True)
     return run(command, env=env, timeout=timeout, capture=capture)
 
 
+def start(command, *, env=None, **popen):
+    """Start an ``mpiexec`` ``command`` with :data:`RANK_ENV` and ``env`` in a session of its
+    own (one process group: ``os.killpg(process.pid, ...)`` reaches every process it starts)."""
+    environment = {**os.environ, **RANK_ENV, **(env or {})}
+    return subprocess.Popen(command, env=environment, start_new_session=True, **popen)
+
+
 def run(command, *, env=None, timeout=None, capture=True):
     """Run an ``mpiexec`` ``command`` with :data:`RANK_ENV` and ``env``; the completed process.
 
     On a timeout every process it started is killed and ``subprocess.TimeoutExpired`` raised.
     """
-    environment = {**os.environ, **RANK_ENV, **(env or {})}
     output = subprocess.PIPE if capture else None
-    with subprocess.Popen(
-        command,
-        env=environment,
-        stdout=output,
-        stderr=output,
-        text=True,
-        start_new_session=True,
-    ) as process:
+    with start(command, env=env, stdout=output, stderr=output, text=True) as process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except BaseException:

@@ -2,8 +2,9 @@
 
 Where ``fit`` runs follows from what it is given: in this process (``MPI.COMM_SELF``,
 the default); on the ranks of ``comm`` when every rank of an ``mpiexec`` job calls ``fit``
-with its own rows (SPMD); on ``n_jobs`` local MPI processes spawned for the call; on the
-workers of a Dask cluster when ``X`` is a Dask array (:mod:`sparcml_apps.cluster`).
+with its own rows (SPMD); on ``n_jobs`` local worker processes started for the call, an
+MPI job of their own (:mod:`sparcml_apps.jobs`); on the workers of a Dask cluster when
+``X`` is a Dask array (:mod:`sparcml_apps.cluster`).
 """
 
 import functools
@@ -30,7 +31,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 import collectives
 
-from . import holdout, training
+from . import holdout, jobs, training
 
 SPARSE_INTERCEPT_DECAY = 0.01  # as scikit-learn: sparse rows update the intercept less
 RANK_OWN = {"comm", "n_jobs", "callback", "verbose", "random_state"}
@@ -113,7 +114,11 @@ class _SparseSGD(BaseEstimator):
         "quantization_bits": [Options(Integral, set(collectives.BITS)), None],
         "overlap": ["boolean"],
         "comm": [HasMethods(["Get_rank", "Get_size", "Allgather"]), None],
-        "n_jobs": [Interval(Integral, 1, None, closed="left"), None],
+        "n_jobs": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(Integral, None, -1, closed="right"),
+            None,
+        ],
         "callback": [callable, None],
     }
 
@@ -213,7 +218,7 @@ class _SparseSGD(BaseEstimator):
             )
         if self.comm is not None and self.n_jobs not in (None, 1):
             raise ValueError(
-                f"{name} runs either on the ranks of 'comm' or on 'n_jobs' spawned "
+                f"{name} runs either on the ranks of 'comm' or on 'n_jobs' worker "
                 f"processes. Got comm={self.comm!r} and n_jobs={self.n_jobs!r}."
             )
 
@@ -273,7 +278,7 @@ class _SparseSGD(BaseEstimator):
     # -- fitting ----------------------------------------------------------------------
 
     def _fit_dispatch(self, X, y, *, method, **kwargs):
-        """Fit here, on the ranks of ``comm``, on ``n_jobs`` spawned processes, or on the
+        """Fit here, on the ranks of ``comm``, on ``n_jobs`` worker processes, or on the
         workers of a Dask cluster when ``X`` is a Dask array."""
         self._check_parameters()
         if method == "partial_fit" and self.early_stopping:
@@ -282,10 +287,8 @@ class _SparseSGD(BaseEstimator):
             from . import cluster
 
             return cluster.fit(self, method, X, y, **kwargs)
-        if self.n_jobs is not None and self.n_jobs > 1:
-            from . import spawn
-
-            return spawn.fit(self, method, X, y, **kwargs)
+        if jobs.workers(self.n_jobs) > 1:
+            return jobs.fit(self, method, X, y, **kwargs)
         from mpi4py import MPI
 
         comm = self.comm if self.comm is not None else MPI.COMM_SELF
@@ -304,7 +307,7 @@ class _SparseSGD(BaseEstimator):
         sample_weight=None,
     ):
         """Fit on every rank of ``comm``, each rank with its own rows."""
-        fresh = not partial or not hasattr(self, "coef_")
+        fresh = self._fresh(partial)
         previous_classes = getattr(self, "classes_", None)
         error = None
         try:
@@ -357,6 +360,10 @@ class _SparseSGD(BaseEstimator):
                 stacklevel=3,
             )
         return self
+
+    def _fresh(self, partial):
+        """Whether this fit starts afresh (and so learns the width of ``X``)."""
+        return not partial or not hasattr(self, "coef_")
 
     def _agree_on_data(
         self, comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
@@ -600,7 +607,9 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     comm : mpi4py communicator, default=None
         Train on its ranks: every rank calls ``fit`` with its own rows (under ``mpiexec``).
     n_jobs : int, default=None
-        Train on this many local MPI processes started for the call.
+        Train on this many local worker processes started for the call (an MPI job of
+        their own, which cannot end this process); -1 means one per core, -2 all cores
+        but one, and so on. None or 1: in this process.
     callback : callable, default=None
         Called on every rank after every epoch as ``callback(estimator, record)`` with the
         current ``coef_``/``intercept_`` set and the epoch's record (loss, seconds, traffic).

@@ -29,7 +29,7 @@ from .datasets._compression import sniff
 from .datasets._dask import _width
 from .datasets._files import set_default_mode
 from .estimators import SparseSGDClassifier
-from .spawn import row_blocks
+from .jobs import row_blocks
 
 TOPIC = "sparcml-progress"
 """The Dask event topic on which workers send the progress rows to the client."""

@@ -1,6 +1,35 @@
-"""Callbacks the MPI tests hand to estimators (importable by spawned processes)."""
+"""Callbacks the MPI tests hand to estimators (importable by worker processes)."""
+
+import os
+import sys
+import time
+from pathlib import Path
 
 
 def fail_on_rank1_at_epoch2(estimator, record):
     if estimator.comm.Get_rank() == 1 and record["epoch"] == 2:
         raise RuntimeError("rank 1 gives up at epoch 2")
+
+
+def exit_on_rank1_at_epoch2(estimator, record):
+    if estimator.comm.Get_rank() == 1 and record["epoch"] == 2:
+        print("rank 1 leaves at epoch 2", file=sys.stderr, flush=True)
+        os._exit(5)
+
+
+class PauseAfterEpoch1:
+    """After epoch 1, every rank writes its pid to ``folder/rank<r>`` and waits (up to a
+    minute) for a file ``folder/go``: a test can act on the ranks in the middle of a fit."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+
+    def __call__(self, estimator, record):
+        if record["epoch"] != 1:
+            return
+        mine = self.folder / f"rank{estimator.comm.Get_rank()}"
+        mine.with_suffix(".part").write_text(str(os.getpid()))
+        mine.with_suffix(".part").rename(mine)
+        deadline = time.monotonic() + 60
+        while not (self.folder / "go").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)

@@ -38,7 +38,10 @@ def records(out, name):
 
 
 def test_every_benchmark_is_tested_here():
-    tested = {"allreduce", "train", "throughput", "overlap", "projection", "diagnostics", "peers"}
+    tested = {
+        "allreduce", "train", "throughput", "overlap", "projection", "diagnostics", "jobs",
+        "peers",
+    }  # fmt: skip
     assert set(BENCHMARKS) == tested | {"parse", "calibrate"}  # those two: below and apart
 
 
@@ -103,6 +106,13 @@ def test_diagnostics(tmp_path):
     medians = [sorted(r["gamma"])[len(r["gamma"]) // 2] for r in found]
     assert medians == sorted(medians, reverse=True)
     assert (tmp_path / "diagnostics.png").stat().st_size > 10_000
+
+
+def test_jobs(tmp_path):
+    quick("jobs", tmp_path)
+    (found,) = records(tmp_path, "jobs")
+    stages = [found[stage] for stage in ("started", "shipped", "first_step", "fitted", "total")]
+    assert 0 < stages[0] and stages == sorted(stages)
 
 
 @needs_a9a

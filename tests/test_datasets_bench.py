@@ -28,24 +28,26 @@ def run_parse_benchmark(tmp_path, *options):
     return result.stdout, json.loads((tmp_path / "parse.json").read_text())
 
 
-def test_quick_parse_benchmark_reports_both_parsers_and_the_cache(tmp_path):
+def test_quick_parse_benchmark_times_each_parser_in_fresh_processes(tmp_path):
     out, figures = run_parse_benchmark(tmp_path, "--quick")
-    assert figures["identical"] is True and figures["megabytes"] >= 20
-    assert figures["rows"] > 15_000 and figures["nnz"] > 100 * figures["rows"]
-    for label in (
-        "sparcml `load_svmlight`",
-        "scikit-learn `load_svmlight_file`",
-        "speedup",
-        "cache conversion",
-        "cache load (memory map)",
-    ):
-        assert label in out
-    assert (tmp_path / "cache" / "manifest.json").is_file()
+    files = {f["file"]: f for f in figures["files"]}
+    assert {"url-like, 5 decimals", "url-like, float64"} <= set(files)
+    for f in files.values():
+        assert f["rows"] == 20_000 and f["nnz"] > 60 * f["rows"]
+        parsers = f["parsers"]
+        assert parsers["sparcml"]["identical"] and parsers["sparcml-1"]["identical"]
+        assert parsers["sparcml-1"]["threads"] == 1
+        assert parsers["svmloader"].get("missing") or parsers["svmloader"]["seconds"] > 0
+        # speed is what the full run reports; a quick run is dominated by start-up
+        assert parsers["sklearn"]["sparcml_faster"] > 0 and parsers["sklearn"]["seconds"] > 0
+    assert "svmloader `load_svmfile`" in out and "sparcml faster" in out
+    assert figures["cache"]["load_seconds"] > 0
 
 
 @pytest.mark.bench
-def test_parser_is_at_least_twice_as_fast_as_scikit_learn_on_200_megabytes(tmp_path):
+def test_parser_is_faster_than_scikit_learn_on_200_000_url_like_rows(tmp_path):
     out, figures = run_parse_benchmark(tmp_path)
     print(out)
-    assert figures["megabytes"] >= 200 and figures["identical"] is True
-    assert figures["speedup"] >= 2
+    for f in figures["files"]:
+        assert f["parsers"]["sparcml"]["identical"]
+        assert f["parsers"]["sklearn"]["sparcml_faster"] >= 2

@@ -3,15 +3,16 @@
 import bz2
 import io
 import lzma
+from unittest import mock
 
 import numpy as np
 import pytest
 from datasets_helpers import MEMBER, libsvm_dir, write_variants
 from sklearn.datasets import load_svmlight_file
 
-from sparcml_apps.datasets import ParseError, load_svmlight
+from sparcml_apps.datasets import ParseError, _svmlight, load_svmlight
 from sparcml_apps.datasets._load import to_csr
-from sparcml_apps.datasets._svmlight import iter_pieces, read_all
+from sparcml_apps.datasets._svmlight import iter_pieces, read_all, read_file
 
 
 def assert_same(X, y, X_ref, y_ref):
@@ -25,15 +26,27 @@ def assert_same(X, y, X_ref, y_ref):
     np.testing.assert_array_equal(y, y_ref)
 
 
-def parse(text, chunk_bytes=1 << 24, **kwargs):
-    """Rows of ``text`` read whole, checked against the same rows read piece by piece."""
+def read_threaded(path, threads, **kwargs):
+    """``read_file`` with a thread for every 100 bytes, up to ``threads``."""
+    with mock.patch.object(_svmlight, "THREAD_BYTES", 100):
+        return read_file(path, threads=threads, **kwargs)
+
+
+def parse(text, chunk_bytes=1 << 24, tmp_path=None, **kwargs):
+    """Rows of ``text`` read whole, checked against the same rows read piece by piece and,
+    given ``tmp_path``, from a file by 1 and 3 threads."""
     rows = read_all(io.BytesIO(text), "text.svm", chunk_bytes=chunk_bytes, **kwargs)
     pieces = [
         [array.copy() for array in piece[:4]]
         for piece in iter_pieces(io.BytesIO(text), "text.svm", chunk_bytes=chunk_bytes, **kwargs)
     ]
-    for k, whole in enumerate(rows[:4]):
-        np.testing.assert_array_equal(whole, np.concatenate([p[k] for p in pieces] or [whole]))
+    others = [[np.concatenate([p[k] for p in pieces] or [rows[k]]) for k in range(4)] + [rows[4]]]
+    if tmp_path is not None:
+        (tmp_path / "text.svm").write_bytes(text)
+        others += [read_threaded(tmp_path / "text.svm", threads, **kwargs) for threads in (1, 3)]
+    for other in others:
+        for k, whole in enumerate(rows):
+            np.testing.assert_array_equal(whole, other[k])
     return to_csr(rows, kwargs.get("n_features"))
 
 
@@ -87,11 +100,12 @@ def messy_text(seed=0, rows=2000, unsorted=False):
 
 
 @pytest.mark.parametrize("chunk_bytes", [1 << 24, 4096, 97])
-def test_messy_text_equals_scikit_learn(chunk_bytes):
+def test_messy_text_equals_scikit_learn(chunk_bytes, tmp_path):
     # scikit-learn refuses indices out of order; the parser sorts such rows
     reference = io.BytesIO(messy_text())
     X_ref, y_ref = load_svmlight_file(reference, n_features=5000, zero_based=False)
-    X, y = parse(messy_text(unsorted=True), chunk_bytes=chunk_bytes, n_features=5000)
+    text = messy_text(unsorted=True)
+    X, y = parse(text, chunk_bytes=chunk_bytes, tmp_path=tmp_path, n_features=5000)
     np.testing.assert_array_equal(np.isnan(X.data), np.isnan(X_ref.sorted_indices().data))
     X.data[np.isnan(X.data)] = X_ref.data[np.isnan(X_ref.data)] = 0
     assert_same(X, y, X_ref, y_ref)
@@ -109,12 +123,35 @@ def test_small_output_buffers_give_the_same_rows(monkeypatch):
     assert_same(*parse(text, n_features=5000), X_ref, y_ref)
 
 
-def test_last_line_without_line_end_and_empty_input():
-    X, y = parse(b"1 1:2\n-1 3:4.5")
+def test_last_line_without_line_end_and_empty_input(tmp_path):
+    X, y = parse(b"1 1:2\n-1 3:4.5", tmp_path=tmp_path)
     np.testing.assert_array_equal(X.toarray(), [[2, 0, 0], [0, 0, 4.5]])
     np.testing.assert_array_equal(y, [1, -1])
-    X, y = parse(b"", n_features=4)
+    X, y = parse(b"", tmp_path=tmp_path, n_features=4)
     assert X.shape == (0, 4) and y.shape == (0,)
+
+
+def test_a_file_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
+    path = tmp_path / "messy.svm"
+    path.write_bytes(messy_text(seed=3, rows=300))
+    expected = read_threaded(path, 3, n_features=5000)
+
+    def refuse(*args, **kwargs):
+        raise OSError("no mapping here")
+
+    monkeypatch.setattr(_svmlight.mmap, "mmap", refuse)
+    for whole, read in zip(expected, read_threaded(path, 3, n_features=5000), strict=True):
+        np.testing.assert_array_equal(whole, read)
+
+
+def test_file_read_by_threads_owns_arrays_cut_to_size(tmp_path):
+    path = tmp_path / "messy.svm"
+    path.write_bytes(messy_text(seed=2, rows=500))
+    for threads in (1, 4):
+        rows = read_threaded(path, threads, n_features=5000)
+        # cut to size in place: scipy would otherwise copy a view of a much larger buffer
+        assert all(array.base is None for array in rows[:4])
+        assert rows[2].size == rows[0].sum()
 
 
 @pytest.mark.parametrize(
@@ -134,27 +171,41 @@ def test_last_line_without_line_end_and_empty_input():
         (b"1 1:1\n1.00000000000000000001 1:1\n5e400 1:1\n", 3, "label '5e400' is not one"),
     ],
 )
-def test_malformed_lines_name_file_and_line(text, line, message):
+def test_malformed_lines_name_file_and_line(text, line, message, tmp_path):
     with pytest.raises(ParseError, match="^text.svm, line") as caught:
         parse(text, n_features=10, classes=[-1, 1])
     assert caught.value.line == line
     assert str(caught.value).startswith(f"text.svm, line {line}: {message}")
+    # read by three threads, the bad line after good ones: still its line in the file
+    path = tmp_path / "bad.svm"
+    path.write_bytes(b"1 1:1 2:0.5 # a good line\n" * 40 + text)
+    with pytest.raises(ParseError) as caught:
+        read_threaded(path, 3, n_features=10, classes=[-1, 1])
+    assert str(caught.value).startswith(f"{path}, line {40 + line}: {message}")
 
 
 @pytest.mark.parametrize("compression", ["bz2", "xz"])
 def test_corrupt_compressed_data_names_file_and_line(tmp_path, compression):
-    text = b"".join(b"1 %d:1 %d:2\n" % (i % 7 + 1, i % 7 + 9) for i in range(200_000))
-    packed = (bz2 if compression == "bz2" else lzma).compress(text)
+    rng = np.random.default_rng(0)
+    lines = [b"1 %d:%.6f\n" % (i % 9 + 1, x) for i, x in enumerate(rng.random(12_000))]
+    text = b"".join(lines)
+    if compression == "bz2":  # blocks of 100 kB of text: a cut keeps the whole ones
+        packed, decompressor = bz2.compress(text, 1), bz2.BZ2Decompressor()
+    else:
+        packed, decompressor = lzma.compress(text), lzma.LZMADecompressor()
+    truncated = tmp_path / f"cut.{compression}"
+    truncated.write_bytes(packed[: len(packed) * 2 // 3])
+    decoded = decompressor.decompress(truncated.read_bytes())
+    assert 1000 < decoded.count(b"\n") < 11_000
+    with pytest.raises(ParseError, match=rf"^{truncated}, line \d+: cannot read the data") as cut:
+        load_svmlight(truncated)
+    assert cut.value.line == decoded.count(b"\n") + 1  # the line the data broke in
     path = tmp_path / f"data.{compression}"
-    middle = len(packed) // 2
-    path.write_bytes(packed[:middle] + bytes(64) + packed[middle + 64 :])
+    late = len(packed) * 6 // 7  # bz2: in the second block
+    path.write_bytes(packed[:late] + bytes(64) + packed[late + 64 :])
     with pytest.raises(ParseError, match=rf"^{path}, line \d+: cannot read the data") as caught:
         load_svmlight(path)
-    assert caught.value.line >= 1
-    truncated = tmp_path / f"cut.{compression}"
-    truncated.write_bytes(packed[: len(packed) - 100])
-    with pytest.raises(ParseError, match=rf"^{truncated}, line \d+: cannot read the data"):
-        load_svmlight(truncated)
+    assert len(lines) // 2 < caught.value.line <= len(lines)
 
 
 def test_corrupt_tar_archive_is_a_parse_error(tmp_path):

@@ -66,8 +66,28 @@ def test_a_text_shard_reads_only_its_own_rows(tmp_path):
     path.write_bytes(text)
     X, y = shard(path, 1, 3, n_features=12)
     assert X.shape == (10, 12) and np.all(y == 1)
-    with pytest.raises(ParseError, match=r"mixed\.svm \(bytes 0-200\), line 1: expected a number"):
+    with pytest.raises(ParseError, match=r"mixed\.svm, line 1: expected a number"):
         shard(path, 0, 3, n_features=12)
+    with pytest.raises(ParseError, match=r"mixed\.svm, line 21: expected a number"):
+        shard(path, 2, 3, n_features=12)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_a_parse_error_names_its_line_in_the_file_whatever_rank_reads_it(tmp_path, size):
+    lines = [b"%d 1:0.5 %d:1\n" % (k % 2, k % 50 + 2) for k in range(3000)]
+    lines[2400] = b"1 7:x\n"
+    path = tmp_path / "bad.svm"
+    path.write_bytes(b"".join(lines))
+    failed = {}
+    for rank in range(size):
+        try:
+            shard(path, rank, size, n_features=60)
+        except ParseError as exc:
+            failed[rank] = exc
+    assert list(failed) == [size - 1]  # the last rank's bytes hold line 2401
+    assert (
+        str(failed[size - 1]) == f"{path}, line 2401: expected a number after the index, got '7:x'"
+    )
 
 
 def test_shard_arguments_are_checked(text_file, tmp_path):

@@ -63,27 +63,27 @@ def test_mpijob_manifest():
 
 
 def test_sbatch_script():
+    """The file itself; tests/test_slurm.py runs it under Slurm."""
     path = DEPLOY / "slurm" / "train.sbatch"
     subprocess.run(["bash", "-n", path], check=True)
     lines = path.read_text().splitlines()
     assert lines[0].startswith("#!")
     directives = dict(
-        re.match(r"#SBATCH --([\w-]+)=(\S+)", line).groups()
+        re.match(r"#SBATCH --([\w-]+)(?:=(\S+))?$", line).groups()
         for line in lines
         if line.startswith("#SBATCH")
     )
     assert int(directives["ntasks"]) >= 3 and directives["time"]
+    # a requeued job appends to its output and can resume from its checkpoints
+    assert "requeue" in directives and directives["open-mode"] == "append"
     # directives count only before the first command
     first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
     assert max(i for i, line in enumerate(lines) if line.startswith("#SBATCH")) < first_command
-    launch = " ".join(lines[first_command:]).replace("\\", " ")
+    commands = [line for line in lines[first_command:] if not line.lstrip().startswith("#")]
+    launch = " ".join(commands).replace("\\", " ")
     words = shlex.split(launch[launch.index("srun") :])
-    assert words[0] == "srun" and words[
-        words.index("sparcml") + 1 : words.index("sparcml") + 3
-    ] == [
-        "train",
-        "--dask",
-    ]
+    assert words[:2] == ["srun", "--mpi=pmi2"]
+    assert words[words.index("sparcml") + 1] == "train" and words[-1] == "$@"
 
 
 def dockerfile_instructions(path):

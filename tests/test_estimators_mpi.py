@@ -1,17 +1,15 @@
-"""The estimators on several ranks: under mpiexec (SPMD) and on spawned processes."""
+"""The estimators on several ranks: under mpiexec (SPMD), and n_jobs against it on a9a."""
 
 import json
 import time
 
 import numpy as np
 import pytest
-from estimator_helpers import fail_on_rank1_at_epoch2
 from mpirun import run_mpi
-from sklearn.datasets import load_svmlight_file, make_classification
+from sklearn.datasets import load_svmlight_file
 from sklearn.model_selection import StratifiedShuffleSplit
 from testdata import LIBSVM, needs_a9a
 
-import collectives
 from sparcml_apps import SparseSGDClassifier
 
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
@@ -53,8 +51,8 @@ def test_n_jobs_equals_mpiexec_bit_for_bit(tmp_path):
     X, y = load_svmlight_file(LIBSVM / "a9a", n_features=123)
     first, again = (spmd_models(tmp_path, 2, [7], "loss='log_loss'")[0] for _ in range(2))
     assert first.tobytes() == again.tobytes()
-    spawned = SparseSGDClassifier(loss="log_loss", random_state=7, n_jobs=2).fit(X, y)
-    assert np.concatenate([spawned.coef_.ravel(), spawned.intercept_]).tobytes() == (
+    workers = SparseSGDClassifier(loss="log_loss", random_state=7, n_jobs=2).fit(X, y)
+    assert np.concatenate([workers.coef_.ravel(), workers.intercept_]).tobytes() == (
         first.tobytes()
     )
 
@@ -92,23 +90,6 @@ def test_a_failing_rank_stops_every_rank(case, culprit, message, overlap):
             assert out.startswith(message), result.report()
         else:
             assert out.startswith(f"RankError: rank {culprit} failed: {message}"), out
-
-
-def test_a_failing_spawned_process_reaches_the_parent():
-    X, y = make_classification(n_samples=3000, n_features=20, random_state=0)
-    model = SparseSGDClassifier(n_jobs=3, callback=fail_on_rank1_at_epoch2, max_iter=50, tol=None)
-    begin = time.monotonic()
-    with pytest.raises(collectives.RankError, match="rank 1 failed: RuntimeError: rank 1 gives"):
-        model.fit(X, y)
-    assert time.monotonic() - begin < 30
-    assert not hasattr(model, "coef_")
-
-
-def test_what_cannot_travel_to_spawned_processes_fails_before_they_start():
-    X, y = make_classification(n_samples=100, n_features=5, random_state=0)
-    model = SparseSGDClassifier(n_jobs=2, callback=lambda estimator, record: None)
-    with pytest.raises(TypeError, match="n_jobs=2 sends the estimator .* cannot be pickled"):
-        model.fit(X, y)
 
 
 def test_a_rank_without_rows_takes_part():

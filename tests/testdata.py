@@ -18,3 +18,16 @@ needs_a9a = pytest.mark.skipif(
     not (LIBSVM / "a9a").is_file(),
     reason=f"no LIBSVM test files at {LIBSVM} (set SPARCML_TEST_DATA to their folder)",
 )
+
+
+def url_like(rows, n_features, classes=2):
+    """Url-like rows (:func:`sparcml_apps.datasets.make_url_like`, seed 0); with more than
+    two ``classes``, labels drawn at random from ``range(classes)``."""
+    import numpy as np
+
+    from sparcml_apps.datasets import make_url_like
+
+    X, y = make_url_like(rows, n_features, random_state=0)
+    if classes > 2:
+        y = np.random.default_rng(0).integers(classes, size=rows).astype(np.float64)
+    return X, y

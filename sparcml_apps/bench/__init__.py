@@ -12,5 +12,6 @@ BENCHMARKS = {
     "overlap": "sparcml_apps.bench.overlap",
     "throughput": "sparcml_apps.bench.throughput",
     "diagnostics": "sparcml_apps.bench.diagnostics",
+    "jobs": "sparcml_apps.bench.jobs",
     "peers": "sparcml_apps.bench.peers",
 }

@@ -20,7 +20,7 @@ from mpi4py import MPI
 from sklearn.linear_model import SGDClassifier
 
 from sparcml_apps import SparseSGDClassifier
-from sparcml_apps.spawn import row_blocks
+from sparcml_apps.jobs import row_blocks
 from sparcml_apps.train import Source
 
 

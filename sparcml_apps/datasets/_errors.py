@@ -8,6 +8,7 @@ class ParseError(ValueError):
         super().__init__(f"{source}, line {line}: {message}")
         self.source = source
         self.line = line
+        self.reason = message
 
 
 class DownloadError(OSError):

@@ -1,30 +1,29 @@
 """LIBSVM files by path: loaded whole into memory, or converted to a CSR cache."""
 
 import hashlib
-import os
 
 import numpy as np
 import scipy.sparse as sp
 
 from ._cache import INT32_MAX, read_cache, write_cache
-from ._compression import open_data
-from ._svmlight import iter_pieces, read_all
+from ._compression import open_data, sniff
+from ._svmlight import iter_pieces, read_all, read_file
 
 
-def load_svmlight(path, n_features=None, *, member=None):
+def load_svmlight(path, n_features=None, *, member=None, threads=None):
     """``(X, y)`` from a LIBSVM/svmlight text file, plain or compressed (.bz2, .xz, .tar.xz).
 
     1-based indices in the file become 0-based columns, as with scikit-learn's
     ``load_svmlight_file(path, zero_based=False)``. ``n_features`` fixes the column count
     (None: the largest index). In a tar.xz, ``member`` names the file to read (default: the
-    first). Returns a CSR matrix with sorted indices and float64 labels.
+    first). A plain file is parsed by up to ``threads`` threads at once (None: numba's
+    ``NUMBA_NUM_THREADS``). Returns a CSR matrix with sorted indices and float64 labels.
     """
+    if sniff(path) == "none":
+        return to_csr(read_file(path, n_features=n_features, threads=threads), n_features)
     described = f"{path}:{member}" if member else str(path)
-    with open_data(path, member=member) as (stream, raw):
-        hint = os.fstat(raw.fileno()).st_size if stream is raw else None
-        return to_csr(
-            read_all(stream, described, n_features=n_features, size_hint=hint), n_features
-        )
+    with open_data(path, member=member) as (stream, _):
+        return to_csr(read_all(stream, described, n_features=n_features), n_features)
 
 
 def convert_svmlight(path, cache_dir, n_features=None, *, member=None):

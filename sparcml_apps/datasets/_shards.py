@@ -1,6 +1,5 @@
 """Byte-range shards: rank ``r`` of ``P`` gets the rows that start in its share of the bytes."""
 
-import io
 from bisect import bisect_left
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from ._cache import is_cache, read_cache, read_manifest
 from ._catalog import read_catalog
 from ._compression import sniff
 from ._load import to_csr
-from ._svmlight import read_all
+from ._svmlight import read_file
 
 
 def catalogue_of(name, catalog=None):
@@ -37,8 +36,8 @@ def shard(name_or_path, rank, size, n_features=None, *, data_home=None, catalog=
     - A CSR cache directory: the same.
     - An uncompressed LIBSVM file: the rows whose first byte lies in byte range
       ``[rank * B // size, (rank + 1) * B // size)`` of its ``B`` bytes; ``n_features`` is
-      required, since no rank sees the whole file. Parse errors name the file, the byte
-      range and the line within it.
+      required, since no rank sees the whole file. Parse errors name the file and the
+      line in it.
     - A compressed file cannot be split by bytes (a rank would have to decompress all
       the data before its share): it raises ValueError. Convert it once to a CSR cache
       (``convert_svmlight``; catalogue datasets: ``convert`` or ``sparcml-datasets
@@ -92,11 +91,7 @@ def _text_shard(path, rank, size, n_features):
     with open(path, "rb", buffering=0) as f:
         start = _line_start(f, rank * total // size)
         stop = _line_start(f, (rank + 1) * total // size)
-        f.seek(start)
-        window = _Window(f, stop - start)
-        source = f"{path} (bytes {start}-{stop})"
-        rows = read_all(window, source, n_features=n_features, size_hint=stop - start)
-        return to_csr(rows, n_features)
+    return to_csr(read_file(path, start=start, stop=stop, n_features=n_features), n_features)
 
 
 def _line_start(f, position):
@@ -111,20 +106,3 @@ def _line_start(f, position):
             return offset + end + 1
         offset += len(chunk)
     return offset
-
-
-class _Window(io.RawIOBase):
-    """The next ``length`` bytes of a file, as a readable stream."""
-
-    def __init__(self, f, length):
-        self.f = f
-        self.left = length
-
-    def readable(self):
-        return True
-
-    def readinto(self, buffer):
-        view = memoryview(buffer)[: self.left]
-        got = self.f.readinto(view)
-        self.left -= got
-        return got

@@ -1,42 +1,52 @@
-"""LIBSVM/svmlight text to CSR rows: a numba kernel over large byte blocks read in chunks.
+"""LIBSVM/svmlight text to CSR rows, by the numba kernels of ``_svmlight_kernels``.
 
 A line is ``label [qid:N] index:value ...`` with 1-based increasing indices; ``#`` starts a
-comment, blank lines are skipped, spaces, tabs and ``\\r`` separate tokens. Numbers whose
-digits fit in 53 bits with a power of ten up to 22 (nearly all real data) are converted in
-the kernel exactly as ``strtod`` does (one correctly rounded product or quotient); the others
-are handed back and converted by Python, which rounds correctly too.
+comment, blank lines are skipped, spaces, tabs and ``\\r`` separate tokens. The kernel
+converts numbers exactly as ``float()`` does; the few it leaves (subnormals, inf, nan,
+rounding ties within its precision, more than 19 digits that it cannot settle) are
+converted by ``float()`` itself.
+
+Text comes as a stream read in blocks (``iter_pieces``, ``read_all``: compressed data,
+conversion to the cache) or as a plain file mapped into memory (``read_file``), whose
+lines are split over threads that parse at once.
 """
 
+import gc
 import lzma
+import mmap
+import os
 import tarfile
+import threading
 import zlib
+from contextlib import contextmanager
 from typing import NamedTuple
 
+import numba
 import numpy as np
-from numba import njit
 
+from . import _svmlight_kernels as k
 from ._cache import INT32_MAX
 from ._errors import ParseError
 
 CHUNK_BYTES = 1 << 24
-"""Bytes read at a time; a block is parsed up to its last line end."""
+"""Bytes read at a time from a stream; a block is parsed up to its last line end."""
+THREAD_BYTES = 1 << 23
+"""The least text worth a thread of its own."""
 
 _ROWS, _NNZ, _SLOW = 1 << 18, 1 << 22, 1 << 14  # first capacities of the output buffers
+_BYTES_PER_NONZERO = 7  # url-like text takes about 8; more room costs only address space
+_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, tarfile.TarError, zlib.error)
 
-_OK, _FULL, _BAD_LABEL, _BAD_PAIR, _BAD_VALUE, _ZERO, _RANGE, _TWICE, _CLASS, _QID = range(10)
 _MESSAGES = {
-    _BAD_LABEL: "expected a number as the label, got {token!r}",
-    _BAD_PAIR: "expected index:value, got {token!r}",
-    _BAD_VALUE: "expected a number after the index, got {token!r}",
-    _ZERO: "feature index 0 in {token!r}: LIBSVM indices start at 1",
-    _RANGE: "feature index {detail} exceeds {limit}",
-    _TWICE: "feature index {detail} appears twice",
-    _CLASS: "label {token!r} is not one of the classes {classes}",
-    _QID: "expected qid:<integer>, got {token!r}",
+    k.BAD_LABEL: "expected a number as the label, got {token!r}",
+    k.BAD_PAIR: "expected index:value, got {token!r}",
+    k.BAD_VALUE: "expected a number after the index, got {token!r}",
+    k.ZERO: "feature index 0 in {token!r}: LIBSVM indices start at 1",
+    k.RANGE: "feature index {detail} exceeds {limit}",
+    k.TWICE: "feature index {detail} appears twice",
+    k.CLASS: "label {token!r} is not one of the classes {classes}",
+    k.QID: "expected qid:<integer>, got {token!r}",
 }
-
-_POW10 = np.array([10.0**k for k in range(23)])  # exactly representable
-_INDEX_CAP = 1 << 62  # indices beyond this saturate (and are then out of range)
 
 
 class Piece(NamedTuple):
@@ -50,244 +60,22 @@ class Piece(NamedTuple):
     max_column: int  # largest 0-based column in the piece, -1 if none
 
 
-@njit(cache=True, nogil=True)
-def _is_end(c):
-    # a byte that may follow a number: space, tab, \r, \n, '#'
-    return c == 32 or c == 9 or c == 13 or c == 10 or c == 35
-
-
-@njit(cache=True, nogil=True)
-def _number(buf, i, n):
-    """Scan a decimal number at ``buf[i:n]``: (value, end, code); code 0 exact, 1 left for
-    Python (too many digits, a large exponent, inf, nan), 2 malformed."""
-    j = i
-    negative = False
-    if j < n and (buf[j] == 43 or buf[j] == 45):  # + -
-        negative = buf[j] == 45
-        j += 1
-    mantissa = 0
-    digits = 0  # significant digits in mantissa
-    exponent = 0
-    seen = False
-    exact = True
-    while j < n and 48 <= buf[j] <= 57:
-        seen = True
-        if digits < 18:
-            mantissa = mantissa * 10 + (buf[j] - 48)
-            digits += mantissa != 0
-        else:
-            exponent += 1
-            exact &= buf[j] == 48
-        j += 1
-    if j < n and buf[j] == 46:  # .
-        j += 1
-        while j < n and 48 <= buf[j] <= 57:
-            seen = True
-            if digits < 18:
-                mantissa = mantissa * 10 + (buf[j] - 48)
-                digits += mantissa != 0
-                exponent -= 1
-            else:
-                exact &= buf[j] == 48
-            j += 1
-    if not seen:
-        # inf, nan and friends go to Python; anything else there is malformed too
-        k = j
-        while k < n and not _is_end(buf[k]):
-            k += 1
-        letter = j < n and ((buf[j] | 32) == 105 or (buf[j] | 32) == 110)  # i n
-        return 0.0, k, 1 if letter else 2
-    if j < n and (buf[j] == 101 or buf[j] == 69):  # e E
-        j += 1
-        exponent_negative = False
-        if j < n and (buf[j] == 43 or buf[j] == 45):
-            exponent_negative = buf[j] == 45
-            j += 1
-        if j >= n or not 48 <= buf[j] <= 57:
-            return 0.0, j, 2
-        e = 0
-        while j < n and 48 <= buf[j] <= 57:
-            if e < 100000:
-                e = e * 10 + (buf[j] - 48)
-            j += 1
-        exponent += -e if exponent_negative else e
-    if j < n and not _is_end(buf[j]):
-        return 0.0, j, 2
-    if mantissa == 0 and exact:
-        return -0.0 if negative else 0.0, j, 0
-    if not exact or mantissa > (1 << 53) or exponent < -22 or exponent > 22:
-        return 0.0, j, 1
-    value = float(mantissa)
-    value = value * _POW10[exponent] if exponent >= 0 else value / _POW10[-exponent]
-    return -value if negative else value, j, 0
-
-
-@njit(cache=True, nogil=True)
-def _finish_row(indices, values, start, stop, unsorted):
-    """Sort a row's columns if they came out of order; the first repeated column or -1."""
-    if not unsorted:
-        return -1
-    order = np.argsort(indices[start:stop], kind="mergesort")
-    indices[start:stop] = indices[start:stop][order]
-    values[start:stop] = values[start:stop][order]
-    for k in range(start + 1, stop):
-        if indices[k] == indices[k - 1]:
-            return indices[k] + 1
-    return -1
-
-
-@njit(cache=True, nogil=True)
-def _parse_block(buf, n, line, max_index, classes, row_nnz, labels, indices, values, slow):
-    """Parse whole lines of ``buf[:n]`` into the output buffers.
-
-    Returns (consumed, rows, nnz, n_slow, status, line, error_at, detail, max_column). It
-    stops at a line start with status _FULL when an output buffer could overflow, and at
-    the offending line with an error status. ``slow`` rows are (start, end, row, column,
-    line) of the numbers left for Python; column -1 marks a label.
-    """
-    i = 0
-    rows = 0
-    nnz = 0
-    n_slow = 0
-    max_column = -1
-    row_cap = labels.size
-    nnz_cap = indices.size
-    slow_cap = slow.shape[0]
-    while i < n:
-        line_start = i
-        # skip blanks; blank lines and comment lines hold no row
-        while i < n and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
-            i += 1
-        if i >= n:
-            break
-        line += 1
-        if buf[i] == 10:
-            i += 1
-            continue
-        if buf[i] == 35:
-            while i < n and buf[i] != 10:
-                i += 1
-            i += 1
-            continue
-        if rows == row_cap or n_slow + 1 >= slow_cap:
-            return line_start, rows, nnz, n_slow, _FULL, line - 1, line_start, 0, max_column
-        label, j, code = _number(buf, i, n)
-        if code == 2:
-            return line_start, rows, nnz, n_slow, _BAD_LABEL, line, i, 0, max_column
-        if code == 1:
-            slow[n_slow, 0] = i
-            slow[n_slow, 1] = j
-            slow[n_slow, 2] = rows
-            slow[n_slow, 3] = -1
-            slow[n_slow, 4] = line
-            n_slow += 1
-        elif classes.size:
-            known = False
-            for c in classes:
-                known |= c == label
-            if not known:
-                return line_start, rows, nnz, n_slow, _CLASS, line, i, 0, max_column
-        labels[rows] = label
-        i = j
-        start = nnz
-        previous = -1
-        unsorted = False
-        while True:
-            while i < n and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
-                i += 1
-            if i >= n or buf[i] == 10:
-                break
-            if buf[i] == 35:
-                while i < n and buf[i] != 10:
-                    i += 1
-                break
-            token = i
-            if buf[i] == 113:  # q: qid:<integer>, skipped
-                ok = i + 4 < n and buf[i + 1] == 105 and buf[i + 2] == 100 and buf[i + 3] == 58
-                i += 4
-                digits = i
-                while ok and i < n and 48 <= buf[i] <= 57:
-                    i += 1
-                if not ok or i == digits or (i < n and not _is_end(buf[i])):
-                    return line_start, rows, nnz, n_slow, _QID, line, token, 0, max_column
-                continue
-            if nnz == nnz_cap or n_slow + 1 >= slow_cap:
-                if start == 0 and rows == 0:
-                    # the line alone is larger than the buffers: the caller grows them
-                    return 0, 0, 0, 0, _FULL, line - 1, line_start, 0, max_column
-                kept = _slow_before(slow, n_slow, rows)
-                return line_start, rows, start, kept, _FULL, line - 1, line_start, 0, max_column
-            index = 0
-            while i < n and 48 <= buf[i] <= 57:
-                if index < _INDEX_CAP:
-                    index = index * 10 + (buf[i] - 48)
-                i += 1
-            if i == token or i >= n or buf[i] != 58:
-                return line_start, rows, nnz, n_slow, _BAD_PAIR, line, token, 0, max_column
-            if index == 0:
-                return line_start, rows, nnz, n_slow, _ZERO, line, token, 0, max_column
-            if index > max_index:
-                return line_start, rows, nnz, n_slow, _RANGE, line, token, index, max_column
-            value, j, code = _number(buf, i + 1, n)
-            if code == 2:
-                return line_start, rows, nnz, n_slow, _BAD_VALUE, line, token, 0, max_column
-            if code == 1:
-                slow[n_slow, 0] = i + 1
-                slow[n_slow, 1] = j
-                slow[n_slow, 2] = rows
-                slow[n_slow, 3] = index - 1
-                slow[n_slow, 4] = line
-                n_slow += 1
-            i = j
-            column = index - 1
-            unsorted |= column <= previous
-            previous = column
-            max_column = max(max_column, column)
-            indices[nnz] = column
-            values[nnz] = value
-            nnz += 1
-        twice = _finish_row(indices, values, start, nnz, unsorted)
-        if twice >= 0:
-            return line_start, rows, nnz, n_slow, _TWICE, line, line_start, twice, max_column
-        row_nnz[rows] = nnz - start
-        rows += 1
-        if i < n:
-            i += 1  # the line end
-    return n, rows, nnz, n_slow, _OK, line, n, 0, max_column
-
-
-@njit(cache=True, nogil=True)
-def _slow_before(slow, n_slow, rows):
-    """How many of the first ``n_slow`` slow records belong to rows before ``rows``."""
-    k = n_slow
-    while k > 0 and slow[k - 1, 2] >= rows:
-        k -= 1
-    return k
-
-
-@njit(cache=True, nogil=True)
-def _last_line_end(buf, n):
-    """Index of the last ``\\n`` in ``buf[:n]``, or -1."""
-    for k in range(n - 1, -1, -1):
-        if buf[k] == 10:
-            return k
-    return -1
-
-
 class _Buffers:
     """Output buffers of the kernel.
 
     Reused for every piece, or with ``keep``, accumulating all rows: the kernel then writes
-    each piece after the last, and the buffers grow (by copying) when full.
+    each piece after the last, and a full buffer grows (by copying).
     """
 
-    def __init__(self, index_dtype, keep=False, nnz=_NNZ):
+    def __init__(self, index_dtype, keep=False, rows=None, nnz=None):
         self.keep = keep
         self.rows = self.nnz = 0  # kept so far
-        self.row_nnz = np.empty(_ROWS, np.int64)
-        self.labels = np.empty(_ROWS, np.float64)
-        self.indices = np.empty(nnz, index_dtype)
-        self.values = np.empty(nnz, np.float64)
+        self.max_column = -1
+        self.first = None  # for a ``window``: its first row and nonzero in the whole
+        self.row_nnz = np.empty(_ROWS if rows is None else rows, np.int64)
+        self.labels = np.empty(_ROWS if rows is None else rows, np.float64)
+        self.indices = np.empty(_NNZ if nnz is None else nnz, index_dtype)
+        self.values = np.empty(_NNZ if nnz is None else nnz, np.float64)
         self.slow = np.empty((_SLOW, 5), np.int64)
 
     def tails(self):
@@ -295,20 +83,142 @@ class _Buffers:
         rows, nnz = self.rows, self.nnz
         return self.row_nnz[rows:], self.labels[rows:], self.indices[nnz:], self.values[nnz:]
 
-    def advance(self, rows, nnz):
+    def advance(self, piece):
+        self.max_column = max(self.max_column, piece.max_column)
         if self.keep:
-            self.rows += rows
-            self.nnz += nnz
+            self.rows += piece.labels.size
+            self.nnz += piece.indices.size
 
-    def grow(self):
-        """Double every buffer, keeping what was kept."""
-        for name in ("row_nnz", "labels", "indices", "values", "slow"):
+    def grow(self, full):
+        """Double the buffer that the kernel found ``full``, keeping what was kept."""
+        groups = {
+            k.ROWS_FULL: (("row_nnz", "labels"), self.rows),
+            k.NNZ_FULL: (("indices", "values"), self.nnz),
+            k.SLOW_FULL: (("slow",), 0),
+        }
+        names, kept = groups[full]
+        if self.first is not None and full != k.SLOW_FULL:
+            raise RuntimeError("a window's rows and nonzeros were bounded: it cannot grow")
+        for name in names:
             old = getattr(self, name)
-            new = np.empty((2 * old.shape[0], *old.shape[1:]), old.dtype)
-            kept = self.rows if name in ("row_nnz", "labels") else self.nnz
-            if self.keep and name != "slow":
-                new[:kept] = old[:kept]
+            new = np.empty((max(2 * old.shape[0], 1), *old.shape[1:]), old.dtype)
+            new[:kept] = old[:kept]
             setattr(self, name, new)
+
+    def window(self, first_row, end_row, first_nnz, end_nnz):
+        """Buffers that keep rows in ``[first_row, end_row)`` and nonzeros in
+        ``[first_nnz, end_nnz)`` of these: views, with a ``slow`` buffer of their own."""
+        window = _Buffers(self.indices.dtype, keep=True, rows=1, nnz=1)
+        window.first = (first_row, first_nnz)
+        window.row_nnz, window.labels = (
+            self.row_nnz[first_row:end_row],
+            self.labels[first_row:end_row],
+        )
+        window.indices, window.values = (
+            self.indices[first_nnz:end_nnz],
+            self.values[first_nnz:end_nnz],
+        )
+        return window
+
+    def gather(self, windows):
+        """Keep the rows the ``windows`` (of these buffers, in order) kept, one after the
+        other; rows already in place are not moved."""
+        for window in windows:
+            first_row, first_nnz = window.first
+            for name, kept, first, more in (
+                ("row_nnz", self.rows, first_row, window.rows),
+                ("labels", self.rows, first_row, window.rows),
+                ("indices", self.nnz, first_nnz, window.nnz),
+                ("values", self.nnz, first_nnz, window.nnz),
+            ):
+                if first != kept:
+                    array = getattr(self, name)
+                    array[kept : kept + more] = array[first : first + more]
+            self.rows += window.rows
+            self.nnz += window.nnz
+            self.max_column = max(self.max_column, window.max_column)
+
+    def kept(self):
+        """What was kept: (row_nnz, labels, indices, values, max_column). The buffers are
+        cut to size in place (no copy, unless something else holds a view of them)."""
+        for name, size in (
+            ("row_nnz", self.rows),
+            ("labels", self.rows),
+            ("indices", self.nnz),
+            ("values", self.nnz),
+        ):
+            try:
+                getattr(self, name).resize(size)
+            except ValueError:  # viewed elsewhere: a view then
+                setattr(self, name, getattr(self, name)[:size])
+        return self.row_nnz, self.labels, self.indices, self.values, self.max_column
+
+
+class _Parser:
+    """What the kernel needs besides the text: the bounds on indices and labels."""
+
+    def __init__(self, source, n_features, classes):
+        self.source = source
+        self.n_features = n_features
+        self.max_index = int(n_features or INT32_MAX)
+        self.index_dtype = np.int32 if self.max_index <= INT32_MAX else np.int64
+        self.classes = np.asarray(classes, np.float64)
+
+    def lines(self, text, line, out):
+        """Parse the whole lines of ``text`` into ``out``, yielding the rows of each call of
+        the kernel as a :class:`Piece`; returns the lines counted, from ``line``."""
+        done = 0
+        while done < text.size:
+            block = text[done:]
+            row_nnz, labels, indices, values = out.tails()
+            consumed, rows, nnz, n_slow, status, line, at, detail, max_column = k.parse_block(
+                block, block.size, line, self.max_index, self.classes,
+                row_nnz, labels, indices, values, out.slow,
+            )  # fmt: skip
+            if status > k.FULL:
+                raise self._error(line, status, block, at, detail)
+            piece = Piece(row_nnz[:rows], labels[:rows], indices[:nnz], values[:nnz], max_column)
+            self._convert_slow(block, out.slow[:n_slow], piece)
+            if rows:
+                yield piece
+            out.advance(piece)
+            if status == k.FULL and (rows == 0 or (out.keep and detail != k.SLOW_FULL)):
+                out.grow(detail)
+            done += consumed
+        return line
+
+    def _convert_slow(self, block, slow, piece):
+        """Convert the numbers the kernel left with ``float()``."""
+        if not slow.size:
+            return
+        text = memoryview(block)
+        numbers = np.empty(slow.shape[0])
+        for n, (start, end, _, column, line) in enumerate(slow.tolist()):
+            try:
+                numbers[n] = float(text[start:end].tobytes())
+            except ValueError:
+                kind = "label" if column < 0 else "value"
+                token = text[start:end].tobytes().decode("utf-8", "replace")
+                message = f"expected a number as the {kind}, got {token!r}"
+                raise ParseError(self.source, line, message) from None
+            if column < 0 and self.classes.size and numbers[n] not in self.classes:
+                token = text[start:end].tobytes().decode("utf-8", "replace")
+                message = _MESSAGES[k.CLASS].format(token=token, classes=_show(self.classes))
+                raise ParseError(self.source, line, message)
+        k.place(slow, numbers, piece.row_nnz, piece.labels, piece.indices, piece.values)
+
+    def _error(self, line, status, block, at, detail):
+        end = at
+        while end < block.size and end - at < 60 and int(block[end]) not in b" \t\r\n":
+            end += 1
+        token = bytes(block[at:end]).decode("utf-8", "replace")
+        limit = (
+            f"n_features={self.n_features}" if self.n_features else f"{INT32_MAX}; pass n_features"
+        )
+        message = _MESSAGES[status].format(
+            token=token, detail=detail, limit=limit, classes=_show(self.classes)
+        )
+        return ParseError(self.source, line, message)
 
 
 def iter_pieces(
@@ -325,55 +235,34 @@ def iter_pieces(
 
     ``n_features`` bounds the indices (None: any below 2**31); ``classes`` lists the
     allowed labels (empty: any). Errors raise :class:`ParseError` naming ``source`` and the
-    line. ``on_block()`` is called after each block (for progress bars). ``out``: the
-    buffers to write to (see ``read_all``); by default pieces reuse the same ones.
+    line; data that cannot be read (corrupt or cut short) is an error at the line reached.
+    ``on_block()`` is called after each block (for progress bars). ``out``: the buffers to
+    write to (see ``read_all``); by default pieces reuse the same ones.
     """
-    max_index = int(n_features or INT32_MAX)
-    classes = np.asarray(classes, np.float64)
-    out = out or _Buffers(np.int32 if max_index <= INT32_MAX else np.int64)
+    parser = _Parser(source, n_features, classes)
+    out = out or _Buffers(parser.index_dtype)
+    read = getattr(stream, "readinto1", None) or stream.readinto  # one read a call
     buf = np.empty(chunk_bytes, np.uint8)
     have = 0  # bytes in buf
     line = 0  # lines before buf[0]
     eof = False
+    failure = None  # why reading stopped before the end
     while not eof or have:
         while not eof and have < buf.size:
             try:
-                got = stream.readinto(memoryview(buf)[have:])
-            except (OSError, EOFError, lzma.LZMAError, tarfile.TarError, zlib.error) as exc:
-                raise ParseError(source, line + 1, f"cannot read the data: {exc}") from None
+                got = read(memoryview(buf)[have:])
+            except _READ_ERRORS as exc:
+                failure, got = exc, 0
             eof = not got
             have += got or 0
-        end = have if eof else _last_line_end(buf, have) + 1
-        if end == 0:  # a line longer than the buffer
+        # whole lines; at a clean end the last line too
+        end = have if eof and failure is None else k.last_line_end(buf, have) + 1
+        if end == 0 and not eof:  # a line longer than the buffer
             buf = np.concatenate([buf, np.empty(buf.size, np.uint8)])
             continue
-        done = 0
-        while done < end:
-            block = buf[done:end]
-            row_nnz, labels, indices, values = out.tails()
-            result = _parse_block(
-                block,
-                end - done,
-                line,
-                max_index,
-                classes,
-                row_nnz,
-                labels,
-                indices,
-                values,
-                out.slow,
-            )
-            consumed, rows, nnz, n_slow, status, line, error_at, detail, max_column = result
-            if status > _FULL:
-                raise _error(source, line, status, block, error_at, detail, n_features, classes)
-            piece = Piece(row_nnz[:rows], labels[:rows], indices[:nnz], values[:nnz], max_column)
-            _convert_slow(source, block, out.slow[:n_slow], piece, classes)
-            if rows:
-                yield piece
-            out.advance(rows, nnz)
-            if status == _FULL and (rows == 0 or out.keep):
-                out.grow()
-            done += consumed
+        line = yield from parser.lines(buf[:end], line, out)
+        if failure is not None:
+            raise ParseError(source, line + 1, f"cannot read the data: {failure}")
         buf[: have - end] = buf[end:have]
         have -= end
         if on_block is not None:
@@ -386,72 +275,138 @@ def read_all(
     """All rows of a stream: (row_nnz, labels, indices, values, max_column), written by the
     kernel straight into arrays that grow as needed (``size_hint``: bytes of text, if
     known, to size them once). Arguments as for ``iter_pieces``."""
-    index_dtype = np.int32 if (n_features or 0) <= INT32_MAX else np.int64
-    nnz = max(_NNZ, (size_hint or 0) // 7)  # url-like text takes about 8 bytes a nonzero
-    out = _Buffers(index_dtype, keep=True, nnz=nnz)
-    max_column = -1
-    pieces = iter_pieces(
-        stream, source, n_features=n_features, classes=classes, chunk_bytes=chunk_bytes, out=out
-    )
-    for piece in pieces:
-        max_column = max(max_column, piece.max_column)
-    rows, nnz = out.rows, out.nnz
-    return out.row_nnz[:rows], out.labels[:rows], out.indices[:nnz], out.values[:nnz], max_column
+    parser = _Parser(source, n_features, classes)
+    nnz = max(_NNZ, (size_hint or 0) // _BYTES_PER_NONZERO)
+    out = _Buffers(parser.index_dtype, keep=True, nnz=nnz)
+    with _collector_paused():
+        for _ in iter_pieces(
+            stream, source, n_features=n_features, classes=classes, chunk_bytes=chunk_bytes, out=out
+        ):
+            pass
+    return out.kept()
 
 
-def _convert_slow(source, block, slow, piece, classes):
-    """Convert the numbers the kernel left to Python, as ``strtod`` would."""
-    if not slow.size:
-        return
-    tokens = [bytes(block[start:end]) for start, end in slow[:, :2].tolist()]
+def read_file(path, *, start=0, stop=None, n_features=None, classes=(), threads=None):
+    """All rows of the uncompressed LIBSVM file ``path``, or of the lines in its bytes
+    ``[start, stop)`` (``start`` a line start): as ``read_all`` returns them.
+
+    The bytes are mapped into memory, not copied (read, where they cannot be mapped), and
+    split at line starts over up to ``threads`` threads (None:
+    ``numba.config.NUMBA_NUM_THREADS``), one for each ``THREAD_BYTES`` at least. A first
+    pass counts each part's lines and ``:`` (bounds on its rows and nonzeros), so that
+    every part writes straight into the output at its place. Errors name the line in the
+    file. Other arguments as for ``iter_pieces``.
+    """
+    parser = _Parser(str(path), n_features, classes)
+    with open(path, "rb") as f:
+        stop = os.fstat(f.fileno()).st_size if stop is None else stop
+        if stop <= start:
+            return _Buffers(parser.index_dtype, keep=True).kept()
+        text = _mapped(f, start, stop)
+    threads = numba.config.NUMBA_NUM_THREADS if threads is None else threads
+    cuts = _line_starts(text, max(1, min(threads, text.size // THREAD_BYTES)))
+    parts = [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    with _collector_paused():
+        bounds = _in_threads(k.line_and_pair_bounds, parts)
+        rows = np.cumsum([0] + [lines for lines, _ in bounds])
+        nnz = np.cumsum([0] + [pairs for _, pairs in bounds])
+        whole = _Buffers(parser.index_dtype, keep=True, rows=rows[-1], nnz=nnz[-1])
+        windows = [
+            whole.window(rows[p], rows[p + 1], nnz[p], nnz[p + 1]) for p in range(len(parts))
+        ]
+        errors = _in_threads(
+            _parse_into, [(parser, part, out) for part, out in zip(parts, windows, strict=True)]
+        )
+    for part, error in enumerate(errors):
+        if error is not None:
+            before = _count_lines(path, start + cuts[part])
+            raise ParseError(error.source, before + error.line, error.reason) from None
+    whole.gather(windows)
+    del windows  # views of whole's buffers, which are then cut to size in place
+    return whole.kept()
+
+
+def _mapped(f, start, stop):
+    """Bytes ``[start, stop)`` of the open file ``f`` as a uint8 array: a memory map, or
+    where the file cannot be mapped, read into memory."""
+    offset = start - start % mmap.ALLOCATIONGRANULARITY
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # read at once
     try:
-        numbers = np.array(tokens).astype(np.float64)
-    except ValueError:
-        for k, token in enumerate(tokens):
-            try:
-                float(token)
-            except ValueError:
-                kind = "label" if slow[k, 3] < 0 else "value"
-                text = token.decode("utf-8", "replace")
-                message = f"expected a number as the {kind}, got {text!r}"
-                raise ParseError(source, int(slow[k, 4]), message) from None
-        raise
-    if classes.size:
-        unknown = (slow[:, 3] < 0) & ~np.isin(numbers, classes)
-        if unknown.any():
-            k = int(np.argmax(unknown))
-            token = tokens[k].decode("utf-8", "replace")
-            message = _MESSAGES[_CLASS].format(token=token, classes=_show(classes))
-            raise ParseError(source, int(slow[k, 4]), message)
-    _place(slow, numbers, piece.row_nnz, piece.labels, piece.indices, piece.values)
+        mapped = mmap.mmap(f.fileno(), stop - offset, flags, mmap.PROT_READ, offset=offset)
+        return np.frombuffer(mapped, np.uint8)[start - offset :]
+    except (OSError, ValueError):
+        text = np.empty(stop - start, np.uint8)
+        f.seek(start)
+        done = 0
+        while done < text.size and (got := f.readinto(memoryview(text)[done:])):
+            done += got
+        return text[:done]
 
 
-@njit(cache=True, nogil=True)
-def _place(slow, numbers, row_nnz, labels, indices, values):
-    """Store Python's conversions: labels by row, values by row and column."""
-    row = 0
-    offset = 0  # first nonzero of ``row``
-    for k in range(slow.shape[0]):
-        while row < slow[k, 2]:
-            offset += row_nnz[row]
-            row += 1
-        if slow[k, 3] < 0:
-            labels[row] = numbers[k]
-        else:
-            stop = offset + row_nnz[row]
-            values[offset + np.searchsorted(indices[offset:stop], slow[k, 3])] = numbers[k]
+def _parse_into(work):
+    """Parse the text into the buffers of ``work`` (parser, text, buffers); the ParseError
+    met, or None."""
+    parser, text, out = work
+    try:
+        for _ in parser.lines(text, 0, out):
+            pass
+    except ParseError as exc:
+        return exc
+    return None
 
 
-def _error(source, line, status, block, at, detail, n_features, classes):
-    end = at
-    while end < block.size and end - at < 60 and int(block[end]) not in b" \t\r\n":
-        end += 1
-    token = bytes(block[at:end]).decode("utf-8", "replace")
-    limit = f"n_features={n_features}" if n_features else f"{INT32_MAX}; pass n_features"
-    message = _MESSAGES[status].format(
-        token=token, detail=detail, limit=limit, classes=_show(classes)
-    )
-    return ParseError(source, line, message)
+def _in_threads(function, items):
+    """``[function(item) for item in items]``, each item in a thread of its own (the first
+    in this one)."""
+    results = [None] * len(items)
+
+    def run(n):
+        results[n] = function(items[n])
+
+    workers = [threading.Thread(target=run, args=(n,)) for n in range(1, len(items))]
+    for worker in workers:
+        worker.start()
+    run(0)
+    for worker in workers:
+        worker.join()
+    return results
+
+
+@contextmanager
+def _collector_paused():
+    """Pause Python's cyclic garbage collector: the first call of a kernel in a process
+    loads numba's compiler, whose many objects would set off collections (a tenth of a
+    second). Parsing makes no reference cycles."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _line_starts(text, parts):
+    """``parts + 1`` offsets in ``text``: 0, the first line start at or after each
+    ``p * text.size // parts``, and ``text.size``."""
+    cuts = [0]
+    for part in range(1, parts):
+        at = max(cuts[-1], part * text.size // parts)
+        while 0 < at < text.size and text[at - 1] != 10:
+            ahead = np.flatnonzero(text[at : at + 4096] == 10)
+            at = at + int(ahead[0]) + 1 if ahead.size else min(at + 4096, text.size)
+        cuts.append(at)
+    return cuts + [text.size]
+
+
+def _count_lines(path, stop):
+    """Lines before byte ``stop`` of the file ``path``."""
+    lines = 0
+    with open(path, "rb") as f:
+        while stop > 0 and (chunk := f.read(min(stop, CHUNK_BYTES))):
+            lines += chunk.count(b"\n")
+            stop -= len(chunk)
+    return lines
 
 
 def _show(classes):

@@ -1,0 +1,378 @@
+"""Fits on ``n_jobs`` worker processes (:mod:`sparcml_apps.jobs`): the model of
+``mpiexec -n N`` on the same rows, bit for bit, and a caller that outlives its workers."""
+
+import hashlib
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+
+import joblib
+import numpy as np
+import pytest
+from estimator_helpers import PauseAfterEpoch1, exit_on_rank1_at_epoch2, fail_on_rank1_at_epoch2
+from mpirun import run_mpi
+from sklearn.datasets import make_classification
+from sklearn.exceptions import ConvergenceWarning
+from testdata import url_like
+
+import collectives
+from sparcml_apps import SparseSGDClassifier, jobs
+
+pytestmark = pytest.mark.usefixtures("compiled_kernels")
+
+URL_WIDTH = 3_231_961
+MEMORY_CGROUPS = Path("/sys/fs/cgroup/memory")
+
+
+def digest(model):
+    return hashlib.sha256(model.coef_.tobytes() + model.intercept_.tobytes()).hexdigest()
+
+
+def descendants(pid):
+    """Every process below ``pid``, zombies included."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                text = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(text[text.rindex(")") + 2 :].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier}
+        found |= frontier
+    return found
+
+
+def exists(pid):
+    return Path(f"/proc/{pid}").exists()
+
+
+# -- the same model as mpiexec -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n_jobs", "classes", "method"),
+    [
+        (2, 2, "fit"),
+        (3, 2, "partial_fit"),
+        (2, 10, "partial_fit"),
+        pytest.param(3, 20, "partial_fit", marks=pytest.mark.bench),
+    ],
+    ids=["binary-fit-2", "binary-partial_fit-3", "10-classes-partial_fit-2", "20-classes-3"],
+)
+def test_url_width_equals_mpiexec_bit_for_bit(n_jobs, classes, method):
+    # 10 classes: a state of 10 x 3.2M float64 (259 MB) in coef_ and again in the weights,
+    # sent back after each call and to every worker for the second call; 20 classes: 517 MB
+    rows = 2000
+    result = run_mpi(
+        "fit_blocks.py", n_jobs, rows, URL_WIDTH, classes, method, "random_state=0",
+        timeout=300,
+    )  # fmt: skip
+    expected, nonzero = result.stdout[0].split()
+    assert int(nonzero) > 1000
+    X, y = url_like(rows, URL_WIDTH, classes)
+    model = SparseSGDClassifier(random_state=0, n_jobs=n_jobs)
+    if method == "fit":
+        model.fit(X, y)
+    else:
+        for _ in range(2):  # the second call ships the fitted state to the workers
+            model.partial_fit(X, y, classes=np.unique(y))
+    assert model.coef_.shape == (1 if classes == 2 else classes, URL_WIDTH)
+    assert digest(model) == expected
+
+
+def test_shipping_makes_no_copy_of_the_data():
+    X, y = url_like(20_000, 100_000)
+    data_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    tracemalloc.start()
+    try:
+        SparseSGDClassifier(random_state=0, max_iter=1, tol=None, n_jobs=2).fit(X, y)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # the blocks leave from X itself; what stays is the fitted state (2 x 0.8 MB)
+    assert peak < 0.2 * data_bytes, (peak, data_bytes)
+
+
+def test_n_jobs_minus_one_is_one_worker_a_core():
+    cores = joblib.cpu_count()
+    if cores < 2:
+        pytest.skip("one core: n_jobs=-1 fits in this process")
+    X, y = make_classification(n_samples=600, n_features=10, random_state=0)
+    every_core = SparseSGDClassifier(random_state=0, n_jobs=-1).fit(X, y)
+    assert digest(every_core) == digest(SparseSGDClassifier(random_state=0, n_jobs=cores).fit(X, y))
+    assert digest(every_core) != digest(SparseSGDClassifier(random_state=0).fit(X, y))
+
+
+def test_negative_n_jobs_counts_from_the_cores(monkeypatch):
+    monkeypatch.setattr(joblib, "cpu_count", lambda: 8)
+    counts = {n: jobs.workers(n) for n in (None, 1, 3, -1, -2, -8, -20)}
+    assert counts == {None: 1, 1: 1, 3: 3, -1: 8, -2: 7, -8: 1, -20: 1}
+
+
+def test_n_jobs_zero_is_refused():
+    X, y = make_classification(n_samples=50, n_features=4, random_state=0)
+    with pytest.raises(ValueError, match="'n_jobs' parameter .* Got 0 instead"):
+        SparseSGDClassifier(n_jobs=0).fit(X, y)
+
+
+def test_a_refit_learns_the_new_width():
+    X, y = make_classification(n_samples=300, n_features=10, random_state=0)
+    model = SparseSGDClassifier(random_state=0, n_jobs=2).fit(X, y)
+    model.fit(X[:, :4], y)
+    assert model.coef_.shape == (1, 4) and model.n_features_in_ == 4
+    assert digest(model) == digest(SparseSGDClassifier(random_state=0, n_jobs=2).fit(X[:, :4], y))
+    with pytest.raises(ValueError, match="X has 10 features, but .* is expecting 4"):
+        model.partial_fit(X, y)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_more_workers_than_rows(weighted):
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1]])
+    y = np.array([1, 0, 1])
+    weight = np.array([1.0, 2.0, 1.0]) if weighted else None
+    # row_blocks(3, 4): worker 0 holds no rows
+    model = SparseSGDClassifier(random_state=0, n_jobs=4, max_iter=20, tol=None)
+    model.fit(X, y, sample_weight=weight)
+    assert model.score(X, y) == 1.0
+
+
+# -- the caller outlives its workers -------------------------------------------------
+
+
+def paused_fit(tmp_path, act, **params):
+    """Fit on two workers that pause after epoch 1; meanwhile ``act(pids)`` on them, then
+    let them go on. The exception the fit raised, the pids, and the seconds from the act."""
+    pids, acted, folders = {}, [], []
+
+    def meddle():
+        deadline = time.monotonic() + 120
+        while len(pids) < 2 and time.monotonic() < deadline:
+            for rank in (0, 1):
+                mine = tmp_path / f"rank{rank}"
+                if mine.exists():
+                    pids[rank] = int(mine.read_text())
+            time.sleep(0.05)
+        folders.append((worker_folder(pids[0]), worker_folder(pids[0]).is_dir()))
+        act(pids)
+        acted.append(time.monotonic())
+        (tmp_path / "go").touch()
+
+    X, y = make_classification(n_samples=400, n_features=20, random_state=0)
+    X, y = params.pop("data", (X, y))
+    model = SparseSGDClassifier(
+        n_jobs=2, max_iter=5, tol=None, callback=PauseAfterEpoch1(tmp_path), **params
+    )
+    thread = threading.Thread(target=meddle, daemon=True)
+    thread.start()
+    with pytest.raises(collectives.RankError) as raised:
+        model.fit(X, y)
+    seconds = time.monotonic() - acted[0]
+    print(f"{seconds:.1f} s from the act to: {raised.value}")  # shown by pytest -s
+    thread.join()
+    assert not hasattr(model, "coef_")
+    folder, was_there = folders[0]
+    assert was_there and folder.name.startswith("sparcml-jobs-")
+    assert not folder.exists()  # gone with the workers
+    return raised.value, pids, seconds
+
+
+def worker_folder(pid):
+    """The caller's folder of a worker (that of its socket, on its command line)."""
+    return Path(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[3].decode()).parent
+
+
+def assert_nothing_left(pids):
+    assert not [pid for pid in pids.values() if exists(pid)]
+    assert not descendants(os.getpid())
+
+
+def assert_a_normal_fit_follows():
+    X, y = make_classification(n_samples=300, n_features=10, random_state=1)
+    assert SparseSGDClassifier(random_state=0, n_jobs=2).fit(X, y).score(X, y) > 0.7
+
+
+def test_a_worker_killed_by_sigkill(tmp_path):
+    error, pids, seconds = paused_fit(tmp_path, lambda pids: os.kill(pids[1], signal.SIGKILL))
+    assert seconds < 30
+    assert str(error) == (
+        f"rank 1 failed: its worker process (pid {pids[1]}) was killed by signal 9 (SIGKILL)"
+    )
+    assert_nothing_left(pids)
+    assert_a_normal_fit_follows()
+
+
+def test_a_worker_that_crashes(tmp_path):
+    error, pids, seconds = paused_fit(tmp_path, lambda pids: os.kill(pids[1], signal.SIGSEGV))
+    assert seconds < 30
+    assert str(error) == (
+        f"rank 1 failed: its worker process (pid {pids[1]}) was killed by signal 11 (SIGSEGV)"
+    )
+    assert_nothing_left(pids)
+
+
+def test_a_worker_that_stops_responding(tmp_path):
+    error, pids, seconds = paused_fit(tmp_path, lambda pids: os.kill(pids[1], signal.SIGSTOP))
+    assert seconds < 30
+    assert f"rank 1 failed: its worker process (pid {pids[1]}) sent no heartbeat for" in str(error)
+    assert "it is stopped (as by SIGSTOP); every worker was killed" in str(error)
+    assert_nothing_left(pids)
+    assert_a_normal_fit_follows()
+
+
+def wide_multiclass(rows=400, n_features=1_000_000, classes=10):
+    """Rows whose model (classes x n_features float64) is 80 MB: a worker allocates it
+    again after every epoch (the callback's coef_)."""
+    X, _ = url_like(rows, n_features)
+    return X, np.arange(rows) % classes
+
+
+def test_a_worker_out_of_address_space(tmp_path):
+    def limit(pids):  # what it holds now and 16 MB more
+        size = int(next(line for line in Path(f"/proc/{pids[1]}/status").read_text().splitlines()
+                        if line.startswith("VmSize:")).split()[1]) * 1024  # fmt: skip
+        resource.prlimit(pids[1], resource.RLIMIT_AS, (size + (16 << 20), resource.RLIM_INFINITY))
+
+    error, pids, seconds = paused_fit(tmp_path, limit, data=wide_multiclass())
+    assert seconds < 30
+    assert str(error).startswith("rank 1 failed: MemoryError: Unable to allocate"), str(error)
+    assert_nothing_left(pids)
+    assert_a_normal_fit_follows()
+
+
+@pytest.mark.skipif(
+    not os.access(MEMORY_CGROUPS, os.W_OK), reason="no writable cgroup v1 memory controller"
+)
+def test_a_worker_ended_by_the_out_of_memory_killer(tmp_path):
+    group = MEMORY_CGROUPS / f"sparcml-test-{os.getpid()}"
+    group.mkdir()
+    try:
+
+        def confine(pids):  # new allocations only count: the next 80 MB exceed 32 MB
+            (group / "memory.limit_in_bytes").write_text(str(32 << 20))
+            (group / "cgroup.procs").write_text(str(pids[1]))
+
+        error, pids, seconds = paused_fit(tmp_path, confine, data=wide_multiclass())
+    finally:
+        deadline = time.monotonic() + 10
+        while (group / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        group.rmdir()
+    assert seconds < 30
+    assert str(error) == (
+        f"rank 1 failed: its worker process (pid {pids[1]}) was killed by signal 9 (SIGKILL); "
+        "the kernel's out-of-memory killer ended a process meanwhile, so it most likely ran "
+        "out of memory"
+    )
+    assert_nothing_left(pids)
+    assert_a_normal_fit_follows()
+
+
+def test_an_exception_in_a_worker_reaches_the_caller():
+    X, y = make_classification(n_samples=1000, n_features=20, random_state=0)
+    model = SparseSGDClassifier(n_jobs=3, max_iter=5, tol=None).fit(X, y)
+    before = digest(model)
+    model.callback = fail_on_rank1_at_epoch2
+    begin = time.monotonic()
+    with pytest.raises(collectives.RankError, match="rank 1 failed: RuntimeError: rank 1 gives"):
+        model.fit(X[:, :5], y)  # another width: the failed refit leaves the model as it was
+    assert time.monotonic() - begin < 30
+    assert digest(model) == before and model.n_features_in_ == 20
+    assert not descendants(os.getpid())
+
+
+def test_a_worker_that_exits():
+    X, y = make_classification(n_samples=3000, n_features=20, random_state=0)
+    model = SparseSGDClassifier(n_jobs=2, callback=exit_on_rank1_at_epoch2, max_iter=5, tol=None)
+    with pytest.raises(collectives.RankError) as raised:
+        model.fit(X, y)
+    assert re.fullmatch(
+        r"rank 1 failed: its worker process \(pid \d+\) exited with code 5 before reporting; "
+        r"it printed last: rank 1 leaves at epoch 2",
+        str(raised.value),
+    )
+    assert not descendants(os.getpid())
+
+
+def test_workers_that_cannot_start(monkeypatch):
+    monkeypatch.setattr(jobs, "WORKER", "sparcml_apps._no_such_module")
+    X, y = make_classification(n_samples=100, n_features=5, random_state=0)
+    with pytest.raises(RuntimeError) as raised:
+        SparseSGDClassifier(n_jobs=2).fit(X, y)
+    assert str(raised.value).startswith("n_jobs=2: the workers did not start: mpiexec ended")
+    assert "No module named sparcml_apps._no_such_module" in str(raised.value)
+    assert not descendants(os.getpid())
+
+
+def test_what_workers_print_and_warn_reaches_the_caller(capsys):
+    X, y = make_classification(n_samples=300, n_features=5, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="Maximum number of iteration reached"):
+        SparseSGDClassifier(n_jobs=2, max_iter=2, verbose=1).fit(X, y)
+    assert capsys.readouterr().out.count("-- Epoch") == 2  # rank 0's, with verbose=1
+
+
+def test_what_cannot_travel_to_the_workers_fails_before_they_start():
+    X, y = make_classification(n_samples=100, n_features=5, random_state=0)
+    model = SparseSGDClassifier(n_jobs=2, callback=lambda estimator, record: None)
+    with pytest.raises(TypeError, match="n_jobs=2 sends the estimator .* cannot be pickled"):
+        model.fit(X, y)
+
+
+def start_paused_caller(tmp_path):
+    """A Python process fitting on two workers that pause after epoch 1; it and the
+    workers' pids once they pause."""
+    caller = textwrap.dedent(f"""
+        import sys
+        sys.path[:0] = {[str(Path(__file__).parent)]!r}
+        from estimator_helpers import PauseAfterEpoch1
+        from sklearn.datasets import make_classification
+        from sparcml_apps import SparseSGDClassifier
+        X, y = make_classification(n_samples=400, n_features=20, random_state=0)
+        try:
+            SparseSGDClassifier(n_jobs=2, callback=PauseAfterEpoch1({str(tmp_path)!r})).fit(X, y)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+    """)
+    process = subprocess.Popen(
+        [sys.executable, "-c", caller], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("rank?"))) < 2 and time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    return process, {rank: int((tmp_path / f"rank{rank}").read_text()) for rank in (0, 1)}
+
+
+def test_ctrl_c_in_the_caller_stops_the_workers(tmp_path):
+    process, pids = start_paused_caller(tmp_path)
+    try:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        process.wait()
+    assert out == "interrupted\n", err
+    assert not [pid for pid in pids.values() if exists(pid)]
+
+
+def test_workers_leave_when_their_caller_is_killed(tmp_path):
+    process, pids = start_paused_caller(tmp_path)
+    folder = worker_folder(pids[0])
+    assert folder.is_dir()
+    process.kill()
+    process.wait()
+    deadline = time.monotonic() + 30
+    while any(exists(pid) for pid in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in pids.values() if exists(pid)]
+    assert not folder.exists()  # the caller's folder, removed by the workers

@@ -1,0 +1,161 @@
+"""deploy/slurm under a real Slurm: the cluster of this one machine that
+deploy/slurm/local-cluster.sh starts (as root; it installs Debian's packages when missing)
+runs deploy/slurm/train.sbatch. Skipped, with the reason, where Slurm cannot be started."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import joblib
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpirun import MPI_ENV
+
+from sparcml_apps.cli.main import build_parser
+from sparcml_apps.train import estimator, sources
+
+ROOT = Path(__file__).resolve().parents[1]
+SLURM = ROOT / "deploy" / "slurm"
+BIN = Path(sys.executable).parent
+SMALL = ["--rows", "4000", "--features", "50000", "--nnz-per-row", "40", "--epochs", "3"]
+# one node of 2 CPUs: the job asks for what it has
+ONE_NODE = ["--nodes=1", "--ntasks=2", "--mem-per-cpu=1G", "--time=5"]
+pytestmark = pytest.mark.usefixtures("compiled_kernels")
+
+
+@pytest.fixture(scope="module")
+def slurm_env():
+    """The environment in which sbatch and scontrol reach the local cluster; the cluster
+    is started for these tests (and stopped after them) unless it is running already."""
+    if os.geteuid() != 0:
+        pytest.skip("starting Slurm's daemons (slurmctld, slurmd, munged) needs root")
+    if not (BIN / "activate").is_file():
+        pytest.skip(f"the tests do not run in a venv ({BIN} has no activate) for the job")
+    script = str(SLURM / "local-cluster.sh")
+    started = subprocess.run([script, "status"], capture_output=True).returncode != 0
+    if started:
+        result = subprocess.run([script, "start"], capture_output=True, text=True, timeout=300)
+        if result.returncode != 0:
+            subprocess.run([script, "stop"], capture_output=True, timeout=120)
+            pytest.skip(f"Slurm could not be started here: {result.stderr.strip()}")
+        export = result.stdout.strip()
+    else:
+        export = subprocess.run([script, "start"], capture_output=True, text=True).stdout.strip()
+    variable, _, conf = export.removeprefix("export ").partition("=")
+    assert variable == "SLURM_CONF", export
+    env = {**os.environ, **MPI_ENV, "SLURM_CONF": conf, "SPARCML_VENV": str(BIN.parent)}
+    yield env
+    if started:
+        subprocess.run([script, "stop"], capture_output=True, timeout=120, check=True)
+
+
+def submit(env, directory, *sbatch_args, timeout=180):
+    """Submit and wait (sbatch --wait); the job id and sbatch's exit code (the job's).
+    A job still running at ``timeout`` is cancelled and the test fails."""
+    process = subprocess.Popen(
+        ["sbatch", "--wait", "--parsable", f"--chdir={directory}", *map(str, sbatch_args)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    job = process.stdout.readline().strip()
+    try:
+        _, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        subprocess.run(["scancel", job], env=env, check=False)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise AssertionError(
+            f"job {job} did not end in {timeout} s: {show_job(env, job)}"
+        ) from None
+    assert job.isdigit(), f"sbatch did not submit: {job} {stderr}"
+    return job, process.returncode
+
+
+def show_job(env, job):
+    """``scontrol show job``'s fields, as a dict."""
+    text = subprocess.run(
+        ["scontrol", "show", "job", "--oneliner", job],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout  # fmt: skip
+    return dict(field.split("=", 1) for field in text.split() if "=" in field)
+
+
+def test_train_sbatch_trains_on_two_ranks(slurm_env, tmp_path):
+    job, status = submit(slurm_env, tmp_path, *ONE_NODE, SLURM / "train.sbatch", *SMALL)
+    log = (tmp_path / f"sparcml-train-{job}.out").read_text()
+    assert status == 0, log
+    assert show_job(slurm_env, job)["JobState"] == "COMPLETED"
+    assert "on 2 MPI rank(s)" in log and "Traceback" not in log
+    model = joblib.load(tmp_path / f"sparcml-model-{job}.joblib")
+    metrics = json.loads((tmp_path / f"sparcml-metrics-{job}.json").read_text())
+    assert metrics["mode"] == "mpi" and metrics["ranks"] == 2 and metrics["epochs"] == 3
+    assert 0 < metrics["bytes_sent"] < metrics["dense_bytes"]
+    # the accuracy reported is the saved model's on the rows the two ranks held out
+    options = build_parser().parse_args(["train", *SMALL])
+    train, test = sources(options)
+    X_test, y_test = rows(test)
+    assert metrics["test_accuracy"] == pytest.approx(model.score(X_test, y_test), abs=1e-12)
+    # the same model, bit for bit, as two local ranks give
+    local = subprocess.run(
+        [BIN / "sparcml", "train", "--ranks", "2", *SMALL, "--model", tmp_path / "local.joblib",
+         "--metrics", tmp_path / "local.json"],
+        capture_output=True, text=True, timeout=120, env=slurm_env,
+    )  # fmt: skip
+    assert local.returncode == 0, local.stdout + local.stderr
+    reference = joblib.load(tmp_path / "local.joblib")
+    assert model.coef_.tobytes() == reference.coef_.tobytes()
+    assert model.intercept_.tobytes() == reference.intercept_.tobytes()
+    # and about as accurate as one process trained on all the training rows
+    alone = estimator(options, None).fit(*rows(train)).score(X_test, y_test)
+    assert alone > 0.7 and abs(metrics["test_accuracy"] - alone) < 0.05
+
+
+def rows(source):
+    """The rows of ``source`` that two ranks load, in rank order."""
+    shares = [source.load(rank, 2) for rank in range(2)]
+    return sp.vstack([X for X, _ in shares], format="csr"), np.concatenate([y for _, y in shares])
+
+
+REQUEUED = """#!/bin/bash
+echo "run ${SLURM_RESTART_COUNT:-0}"
+trap 'echo stopped; exit 143' TERM
+for _ in $(seq 600); do sleep 0.1; done
+"""
+
+
+def test_a_requeued_job_runs_again_soon(slurm_env, tmp_path):
+    """What a requeue does here: the running job gets SIGTERM, goes back to the queue
+    and starts again (SLURM_RESTART_COUNT=1) within seconds, its output appended."""
+    script = tmp_path / "job.sh"
+    script.write_text(REQUEUED)
+    job = subprocess.run(
+        ["sbatch", "--parsable", "--requeue", "--open-mode=append", f"--chdir={tmp_path}",
+         "--output=job.out", "--ntasks=1", "--time=2", script],
+        capture_output=True, text=True, env=slurm_env, check=True,
+    ).stdout.strip()  # fmt: skip
+    output = tmp_path / "job.out"
+    try:
+        wait_for(lambda: output.exists() and output.read_text() == "run 0\n", 60)
+        subprocess.run(["scontrol", "requeue", job], env=slurm_env, check=True)
+        requeued = time.monotonic()
+        wait_for(lambda: output.read_text().endswith("run 1\n"), 60)
+        seconds = time.monotonic() - requeued
+    finally:
+        subprocess.run(["scancel", job], env=slurm_env, check=False)
+    lines = output.read_text().splitlines()
+    assert lines[0] == "run 0" and "stopped" in lines and lines[-1] == "run 1", lines
+    assert any(line.endswith("DUE TO JOB REQUEUE ***") for line in lines), lines
+    assert show_job(slurm_env, job)["Restarts"] == "1"
+    assert seconds < 30
+
+
+def wait_for(condition, seconds):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"not reached in {seconds} s"
+        time.sleep(0.2)
