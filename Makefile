@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export NUMBA_NUM_THREADS ?= 1
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench peers lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,8 @@ A9A := $(wildcard ../shared/data/libsvm/a9a)
 COMMA := ,
 CALIBRATED := $(RESULTS)/calibration.json
 CALIBRATED_1GBIT := $(RESULTS)/calibration-1gbit.json
-bench: $(VENV)/.installed-test,bench
+bench: $(VENV)/.installed-test,bench peers
+	$(BENCH) peers $(B) --datasets $(if $(A9A),$(A9A)$(COMMA)$(A9A).t) url-like url-like-dense
 	$(BENCH) train $(B) $(if $(QUICK),,--datasets url-like $(if $(A9A),$(A9A)$(COMMA)$(A9A).t --n-features 123))
 	$(BENCH) calibrate --path $(CALIBRATED) $(if $(QUICK),--quick)
 	SPARCML_CALIBRATION=$(CALIBRATED) $(BENCH) allreduce $(B)
@@ -48,6 +49,27 @@ bench: $(VENV)/.installed-test,bench
 	$(BENCH) parse $(B)
 	$(BENCH) jobs $(B)
 	$(if $(QUICK),,$(BIN)/python -m pytest -q -m bench)
+
+# The tools `sparcml bench peers` compares with: the `peers` extra (each package alone when
+# one of them cannot be installed) and, for Spark, a Java 17 runtime from apt when there is
+# none and this runs as root. What cannot be installed is said here, and reported missing
+# by the benchmark.
+PEERS_EXTRA := from importlib.metadata import requires; \
+	print(*[r.split(";")[0] for r in requires("sparcml") if "extra == \"peers\"" in r])
+JRE := openjdk-17-jre-headless
+peers: $(VENV)/.installed-test,bench
+	$(BIN)/python -m pip install --quiet -e '.[peers]' || \
+	for p in $$($(BIN)/python -c '$(PEERS_EXTRA)'); do \
+		$(BIN)/python -m pip install --quiet "$$p" || echo "make peers: could not install $$p"; \
+	done
+	@java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])' || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -q $(JRE) || { apt-get update -q && apt-get install -y -q $(JRE); } || \
+		echo "make peers: could not install $(JRE): Spark MLlib will be reported missing"; \
+	else \
+		echo "make peers: no Java 17 runtime and not root to install $(JRE): Spark MLlib will be reported missing"; \
+	fi
+	$(BENCH) peers --list
 
 lint: $(VENV)/.installed-lint
 	$(BIN)/ruff check .

@@ -93,15 +93,28 @@ class Progress:
 
     test: Source | None
     rows: list = field(default_factory=list)
+    load_seconds: float = 0.0
+    """Seconds this rank took to load its test rows."""
+    seconds: float = 0.0
+    """Seconds this rank spent in the callback: loading and scoring the test rows."""
 
     def __call__(self, estimator, record):
+        begin = time.perf_counter()
+        try:
+            self._score(estimator, record)
+        finally:
+            self.seconds += time.perf_counter() - begin
+
+    def _score(self, estimator, record):
         comm = estimator.comm
         if not hasattr(self, "_data"):
             error = None
+            begin = time.perf_counter()
             try:
                 self._data = self.test.load(comm.Get_rank(), comm.Get_size()) if self.test else None
             except Exception as exc:  # noqa: BLE001 - every rank raises it, below
                 error = exc
+            self.load_seconds = time.perf_counter() - begin
             collectives.check(error, comm)
         correct, tested = 0.0, 0.0
         if self._data is not None and self._data[0].shape[0]:
@@ -296,10 +309,12 @@ def run_spmd(options):
     rank, size = comm.Get_rank(), comm.Get_size()
     train, test = sources(options)
     error = None
+    begin = time.perf_counter()
     try:
         X, y = train.load(rank, size)
     except Exception as exc:  # noqa: BLE001 - every rank raises it, below
         error = exc
+    loaded = time.perf_counter() - begin
     collectives.check(error, comm)
     progress = Progress(test)
     model = estimator(options, progress).set_params(comm=comm)
@@ -310,7 +325,11 @@ def run_spmd(options):
     model.fit(X, y)
     seconds = time.perf_counter() - begin
     if rank == 0:
-        finish(options, model, progress.rows, seconds, train, mode="mpi", ranks=size)
+        timings = {
+            "load_seconds": loaded + progress.load_seconds,
+            "train_seconds": seconds - progress.seconds,
+        }
+        finish(options, model, progress.rows, seconds, train, mode="mpi", ranks=size, **timings)
     return 0
 
 
@@ -360,8 +379,12 @@ def run_dask(options):
     return 0
 
 
-def finish(options, model, rows, seconds, train, *, mode, ranks):
-    """Print the summary; write the model and the metrics."""
+def finish(
+    options, model, rows, seconds, train, *, mode, ranks, load_seconds=None, train_seconds=None
+):
+    """Print the summary; write the model and the metrics. ``seconds`` is the fit's;
+    ``load_seconds`` (reading the train and test rows) and ``train_seconds`` (the fit less
+    the epoch callbacks' loading and scoring of test rows) are rank 0's, when known."""
     import joblib
 
     model.set_params(comm=None, callback=None)
@@ -373,6 +396,8 @@ def finish(options, model, rows, seconds, train, *, mode, ranks):
         "ranks": ranks,
         "epochs": len(rows),
         "fit_seconds": seconds,
+        "load_seconds": load_seconds,
+        "train_seconds": train_seconds,
         "test_accuracy": rows[-1]["test_accuracy"] if rows else None,
         "bytes_sent": sent,
         "dense_bytes": dense,

@@ -4,10 +4,17 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+from sklearn.datasets import load_svmlight_file
+from sklearn.linear_model import SGDClassifier
+from testdata import LIBSVM, needs_a9a
 
 from collectives import ALGORITHMS, cost_model
 from sparcml_apps.bench import BENCHMARKS
+from sparcml_apps.bench._peer_systems import SYSTEMS
+from sparcml_apps.cli.main import build_parser
+from sparcml_apps.train import estimator
 
 pytest.importorskip("matplotlib", reason="the plots need the bench extra")
 TIMEOUT = 600
@@ -31,7 +38,10 @@ def records(out, name):
 
 
 def test_every_benchmark_is_tested_here():
-    tested = {"allreduce", "train", "throughput", "overlap", "projection", "diagnostics", "jobs"}
+    tested = {
+        "allreduce", "train", "throughput", "overlap", "projection", "diagnostics", "jobs",
+        "peers",
+    }  # fmt: skip
     assert set(BENCHMARKS) == tested | {"parse", "calibrate"}  # those two: below and apart
 
 
@@ -103,6 +113,45 @@ def test_jobs(tmp_path):
     (found,) = records(tmp_path, "jobs")
     stages = [found[stage] for stage in ("started", "shipped", "first_step", "fitted", "total")]
     assert 0 < stages[0] and stages == sorted(stages)
+
+
+@needs_a9a
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_peers(tmp_path):
+    train, test = LIBSVM / "a9a", LIBSVM / "a9a.t"
+    quick("peers", tmp_path, "--datasets", f"{train},{test}", "--no-data-home")
+    found = {r["system"]: r for r in records(tmp_path, "peers")}
+    assert list(found) == list(SYSTEMS)
+    ran = {}
+    for name, r in found.items():
+        reason = SYSTEMS[name].missing()
+        if reason:  # not installed here: reported, not failed
+            assert r["missing"] == reason
+            continue
+        assert "failed" not in r, r.get("output")
+        assert (r["rows"], r["test_rows"], r["n_features"]) == (32561, 16281, 123)
+        assert r["peak_mb"] > 10 and r["load_seconds"] > 0 and r["start_seconds"] >= 0
+        assert [run["setting"] for run in r["runs"]] == ["defaults", "tuned"]
+        assert r["tuned"] == r["runs"][1]["params"] in [t["params"] for t in r["search"]]
+        for run in r["runs"]:
+            reached = [p["seconds"] for p in run["points"] if p["accuracy"] >= r["target"]]
+            assert run["time_to_target"] == (reached[0] if reached else None)
+            assert all(p["seconds"] > 0 for p in run["points"])
+        ran[name] = r
+    finals = [run["points"][-1]["accuracy"] for r in ran.values() for run in r["runs"]]
+    assert next(iter(ran.values()))["target"] == pytest.approx(max(finals) - 0.005)
+    X, y = load_svmlight_file(str(train), n_features=123, zero_based=False)
+    X_test, y_test = load_svmlight_file(str(test), n_features=123, zero_based=False)
+    X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    # the defaults, fitted here on the same rows, score what the benchmark reported
+    last = ran["scikit-learn SGDClassifier"]["runs"][0]["points"][-1]
+    sgd = SGDClassifier(loss="log_loss", random_state=0, max_iter=last["budget"]).fit(X, y)
+    assert sgd.score(X_test, y_test) == last["accuracy"]
+    model = estimator(build_parser().parse_args(["train"]), None).fit(X, y)
+    epochs = ran["sparcml, 1 rank"]["runs"][0]["points"]
+    assert model.score(X_test, y_test) == epochs[-1]["accuracy"]
+    assert [p["budget"] for p in epochs] == list(range(1, model.n_iter_ + 1))
+    assert (tmp_path / "peers-a9a.png").stat().st_size > 10_000
 
 
 def test_calibrate_stores_where_it_is_told(tmp_path):

@@ -13,4 +13,5 @@ BENCHMARKS = {
     "throughput": "sparcml_apps.bench.throughput",
     "diagnostics": "sparcml_apps.bench.diagnostics",
     "jobs": "sparcml_apps.bench.jobs",
+    "peers": "sparcml_apps.bench.peers",
 }

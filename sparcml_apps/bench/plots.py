@@ -126,3 +126,40 @@ def diagnostics(records, path):
     axes[2].grid(True, which="both", alpha=0.3)
     axes[2].legend(fontsize=8)
     _save(fig, path)
+
+
+def peers(records, path, title):
+    """Test accuracy against training seconds, and against seconds from start (start,
+    load and training), one colour a system, solid for its defaults, dashed tuned; the
+    target as a dotted line."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    target = records[0]["target"]
+    lowest = target
+    for number, r in enumerate(records):
+        colour = f"C{number % 10}"
+        before = r["start_seconds"] + r["load_seconds"]
+        for run in r["runs"]:
+            seconds = [p["seconds"] for p in run["points"]]
+            accuracy = [p["accuracy"] for p in run["points"]]
+            lowest = min(lowest, *accuracy)
+            style = {
+                "color": colour,
+                "marker": "o",
+                "markersize": 3,
+                "linestyle": "-" if run["setting"] == "defaults" else "--",
+                "label": f"{r['system']}, {run['setting']}",
+            }
+            axes[0].plot(seconds, accuracy, **style)
+            axes[1].plot([s + before for s in seconds], accuracy, **style)
+    for ax in axes:
+        ax.axhline(target, color="black", linestyle=":", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_ylim(max(lowest, target - 0.1) - 0.005, None)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("test accuracy")
+    axes[0].set_xlabel("training seconds")
+    axes[1].set_xlabel("seconds from start (start, load and training)")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=7)
+    fig.suptitle(f"{title}: test accuracy against time (target dotted)")
+    _save(fig, path, rect=(0, 0.14, 1, 1))
