@@ -16,6 +16,7 @@ Only bandwidth is emulated: veth links add no latency of their own.
 
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -81,7 +82,7 @@ def skip_reason(rate):
     return unavailable()
 
 
-_OURS = re.compile(r"^sparcml(\d+)-(?:hub|r\d+)$")
+_OURS = re.compile(r"^sparcml(\d+)-[0-9a-f]+-(?:hub|r\d+)$")
 
 
 def remove_stale():
@@ -118,8 +119,10 @@ class EmulatedNetwork:
             raise ValueError(f"nprocs must be in [1, 250], got {nprocs}")
         self.nprocs, self.rate = nprocs, rate
         self.burst = max(64 * 1024, int(rate_bits(rate) / 8 * _BURST_SECONDS))
-        self.prefix = f"sparcml{os.getpid()}-r"
-        self.hub = f"sparcml{os.getpid()}-hub"
+        # the pid finds stale namespaces; the token keeps apart runs of one process, and of
+        # processes of one pid in other pid namespaces
+        run = f"sparcml{os.getpid()}-{secrets.token_hex(3)}"
+        self.prefix, self.hub = f"{run}-r", f"{run}-hub"
         self.hosts = [f"{SUBNET}.{rank + 1}" for rank in range(nprocs)]
         self._made = []
         self._folder = None

@@ -32,8 +32,11 @@ def test_quick_parse_benchmark_times_each_parser_in_fresh_processes(tmp_path):
     out, figures = run_parse_benchmark(tmp_path, "--quick")
     files = {f["file"]: f for f in figures["files"]}
     assert {"url-like, 5 decimals", "url-like, float64"} <= set(files)
-    for f in files.values():
-        assert f["rows"] == 20_000 and f["nnz"] > 60 * f["rows"]
+    for name, f in files.items():
+        if name.startswith("url-like"):
+            assert f["rows"] == 20_000 and f["nnz"] > 60 * f["rows"]
+        else:  # a9a, when the test data holds it
+            assert (name, f["rows"], f["nnz"]) == ("a9a", 32_561, 451_592)
         parsers = f["parsers"]
         assert parsers["sparcml"]["identical"] and parsers["sparcml-1"]["identical"]
         assert parsers["sparcml-1"]["threads"] == 1

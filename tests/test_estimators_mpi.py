@@ -65,12 +65,16 @@ def test_overlap_and_quantization_keep_ranks_identical_and_accurate(tmp_path):
     common = ("loss='log_loss'", "max_iter=5", "tol=None", "average=True",
               "allreduce='ssar_split_allgather'")  # fmt: skip
     options = (*common, "overlap=True", "quantization_bits=4")
+    seeds = [3, 4, 5]
     # the script exits non-zero unless every rank holds the same model, bit for bit
-    first, again = (spmd_models(tmp_path, 3, [5], *options)[0] for _ in range(2))
-    assert first.tobytes() == again.tobytes()
-    exact = spmd_models(tmp_path, 3, [5], *common)[0]
-    assert first.tobytes() != exact.tobytes()
-    assert accuracy(first, Xt, yt) >= accuracy(exact, Xt, yt) - 0.005
+    first, again = (spmd_models(tmp_path, 3, seeds, *options) for _ in range(2))
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
+    exact = spmd_models(tmp_path, 3, seeds, *common)
+    assert all(a.tobytes() != b.tobytes() for a, b in zip(first, exact))
+    # 4-bit values of the changes and of their areas (averaging) cost a little accuracy:
+    # at most half a point over three seeds
+    quantized = np.mean([accuracy(m, Xt, yt) for m in first])
+    assert quantized >= np.mean([accuracy(m, Xt, yt) for m in exact]) - 0.005
 
 
 @pytest.mark.parametrize(
