@@ -32,6 +32,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 import collectives
 
 from . import holdout, jobs, training
+from . import kernels as K
 
 SPARSE_INTERCEPT_DECAY = 0.01  # as scikit-learn: sparse rows update the intercept less
 RANK_OWN = {"comm", "n_jobs", "callback", "verbose", "random_state"}
@@ -356,6 +357,15 @@ class _SparseSGD(BaseEstimator):
         except Exception as exc:  # noqa: BLE001 - delivered to every rank
             collectives.check(exc, comm)
         self._store(weights, history, X.dtype)
+        diverged = [record.epoch for record in history if record.clipped]
+        if diverged:
+            warnings.warn(
+                f"The steps diverged in epoch(s) {_ranges(diverged)}: the slope of the loss "
+                f"exceeded {K.MAX_DLOSS:g} and was clipped. Scaling the input data "
+                "(StandardScaler or MaxAbsScaler) or a smaller learning rate might help.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         if not partial and self.tol is not None and len(history) == self.max_iter:
             warnings.warn(
                 "Maximum number of iteration reached before convergence. Consider "
@@ -955,3 +965,14 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
     def predict(self, X):
         """The predicted value of each row."""
         return self._raw_scores(X).ravel()
+
+
+def _ranges(numbers):
+    """Sorted integers as runs: ``[1, 2, 3, 7]`` reads ``1-3, 7``."""
+    runs = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

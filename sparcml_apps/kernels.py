@@ -45,7 +45,7 @@ MAX_DLOSS = 1e12
     N_PARAMS,
 ) = range(16)
 # state: the running scalars of a model
-WSCALE, T, L1_TOTAL, AVERAGE_SUM, AVERAGE_STEPS, ETA, N_STATE = range(7)
+WSCALE, T, L1_TOTAL, AVERAGE_SUM, AVERAGE_STEPS, ETA, CLIPPED, N_STATE = range(8)
 RENORMALIZE_BELOW = 1e-9  # a wscale below this is folded into v
 
 
@@ -159,7 +159,8 @@ def batch_coefs(
     coefs,
 ):
     """``coefs[c, r]`` = eta * weight * dloss of row ``rows[r]`` for output ``c``, all
-    predicted with the weights as they are; returns the rows' summed (weighted) loss."""
+    predicted with the weights as they are, the slope clipped at ``MAX_DLOSS`` (counted in
+    ``state[CLIPPED]``); returns the rows' summed (weighted) loss."""
     n_features = int(params[N_FEATURES])
     code = int(params[LOSS])
     multiclass = params[MULTICLASS] > 0
@@ -180,7 +181,10 @@ def batch_coefs(
                 code, wscale * dot + intercept[c], target, params[LOSS_PARAM]
             )
             loss_sum += weight * value
-            coefs[c, r] = eta * weight * min(max(slope, -MAX_DLOSS), MAX_DLOSS)
+            if slope > MAX_DLOSS or slope < -MAX_DLOSS:
+                state[CLIPPED] += 1.0
+                slope = MAX_DLOSS if slope > 0 else -MAX_DLOSS
+            coefs[c, r] = eta * weight * slope
     return loss_sum
 
 
@@ -260,8 +264,8 @@ def steps(
     Step ``s`` takes the rows ``order[s * batch : (s + 1) * batch]`` (none once they run
     out): the mean of their gradients at the rate of the current sample time, after the L2
     shrink of one step, ``wscale *= 1 - eta * l2``; the sample time then advances by one.
-    With ``agreed`` empty the steps change the model itself, with L1 and averaging booked
-    per weight. Otherwise they change this rank's copy ``v`` (plain updates), and once
+    With ``agreed`` empty the steps change the model itself and book the average in
+    ``offsets`` (per weight through :func:`change_weight` with L1). Otherwise they change this rank's copy ``v`` (plain updates), and once
     averaging began also ``area`` (unless empty): each change ``d`` of ``v[j]`` adds ``S *
     d`` (``S`` the running sum of ``wscale``) to ``area[j]``, and every step adds
     ``intercept - agreed_intercept - intercept_sent`` (its own change since the ranks
@@ -307,9 +311,11 @@ def steps(
             state[AVERAGE_SUM] = 0.0
         averaging = state[AVERAGE_SUM] >= 0.0
         state[L1_TOTAL] += eta * params[L1]
-        # a rank's copy, or a model without L1 and averaging: no per-weight bookkeeping
-        plain = not alone or (params[L1] == 0.0 and not averaging)
-        timed = averaging and area.size > 0  # a rank's copy: the changes' area
+        # a rank's copy, or a model without L1: the changes are booked here, inline (the
+        # copy's into ``area``; the model's, averaging, into ``offsets``)
+        plain = not alone or params[L1] == 0.0
+        ledger = offsets if alone else area
+        timed = averaging and ledger.size > 0
         scale = 1.0 / state[WSCALE]
         at = state[AVERAGE_SUM]
         for c in range(n_out):
@@ -327,7 +333,7 @@ def steps(
                         change = step * data[k]
                         v[j] -= change
                         if timed:
-                            area[j] -= at * change
+                            ledger[j] -= at * change
                         if listing and not flags[j]:
                             flags[j] = True
                             touched[n_touched] = j

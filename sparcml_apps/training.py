@@ -197,6 +197,7 @@ class Epoch:
     validation_score: float | None = None
     gamma: list | None = None  # per exchange: the largest gamma over the ranks (diagnostics)
     xi: list | None = None  # per exchange: xi of the ranks' TopKs (diagnostics)
+    clipped: int = 0  # slopes of the loss clipped at kernels.MAX_DLOSS (all ranks): diverging
 
     def as_dict(self):
         record = {k: v for k, v in self.__dict__.items() if k != "stats"}
@@ -349,6 +350,7 @@ def train(
             order = generator.permutation(X.shape[0])
         else:
             order = np.arange(X.shape[0])
+        clipped = weights.state[K.CLIPPED]
         loss_sum = epochs.run(order, stats)
         if setup.l1 > 0:
             model = weights.agreed if weights.agreed.size else weights.v
@@ -357,7 +359,7 @@ def train(
             )
             if model is not weights.v:
                 np.copyto(weights.v, model)
-        sums = [loss_sum, float(row_weight.sum())]
+        sums = [loss_sum, float(row_weight.sum()), weights.state[K.CLIPPED] - clipped]
         if validation is not None:
             sums += validation_sums(validation, weights, setup)
         sums = _global_sums(comm, sums)
@@ -373,12 +375,13 @@ def train(
             stats=stats,
             dense_bytes=exchange.dense_bytes if exchange else 0,
             validation_score=(
-                validation_score(sums[2:], setup) if validation is not None else None
+                validation_score(sums[3:], setup) if validation is not None else None
             ),
             step_entries=exchange.change_entries if exchange else None,
             sent_entries=exchange.sent_entries if exchange else None,
             gamma=exchange.gamma if exchange and setup.diagnostics else None,
             xi=exchange.xi if exchange and setup.diagnostics else None,
+            clipped=int(sums[2]),
         )
         history.append(record)
         _check_finite(record, weights, setup)
@@ -391,8 +394,13 @@ def train(
         if validation is not None:
             measure, tolerance = -record.validation_score, setup.tol
         else:
-            measure, tolerance = sums[0], setup.tol * sums[1]
+            # an epoch on P ranks takes 1/P of the steps of one rank's epoch: the
+            # improvement asked of it is that of its steps
+            sequential = min(1.0, epochs.steps * setup.batch_size / max(record.rows, 1))
+            measure, tolerance = sums[0], setup.tol * sums[1] * sequential
         no_improvement = no_improvement + 1 if measure > best - tolerance else 0
+        if record.clipped:  # steps that diverge have not converged, whatever the loss does
+            no_improvement = 0
         best = min(best, measure)
         if no_improvement >= setup.n_iter_no_change:
             if setup.learning_rate == "adaptive" and weights.state[K.ETA] > 1e-6:
