@@ -11,9 +11,11 @@ from sklearn.linear_model import SGDClassifier
 from testdata import LIBSVM, needs_a9a
 
 from collectives import ALGORITHMS, cost_model
+from sparcml_apps import SparseSGDClassifier
 from sparcml_apps.bench import BENCHMARKS
 from sparcml_apps.bench._peer_systems import SYSTEMS
 from sparcml_apps.cli.main import build_parser
+from sparcml_apps.datasets import GENERATORS, make_url_like
 from sparcml_apps.train import estimator
 
 pytest.importorskip("matplotlib", reason="the plots need the bench extra")
@@ -40,7 +42,7 @@ def records(out, name):
 def test_every_benchmark_is_tested_here():
     tested = {
         "allreduce", "train", "throughput", "overlap", "projection", "diagnostics", "jobs",
-        "peers",
+        "peers", "scaling",
     }  # fmt: skip
     assert set(BENCHMARKS) == tested | {"parse", "calibrate"}  # those two: below and apart
 
@@ -113,6 +115,43 @@ def test_jobs(tmp_path):
     (found,) = records(tmp_path, "jobs")
     stages = [found[stage] for stage in ("started", "shipped", "first_step", "fitted", "total")]
     assert 0 < stages[0] and stages == sorted(stages)
+
+
+def test_scaling(tmp_path):
+    quick("scaling", tmp_path, "--datasets", "url-like-dense")
+    found = json.loads((tmp_path / "scaling.json").read_text())
+    runs = {(r["system"], r["nprocs"], r["seed"]): r for r in found["records"]}
+    assert set(runs) == {(s, p, seed) for s, p in CELLS for seed in (0, 1)}
+    # the benchmark's one-rank curve is the in-process fit of the same rows, epoch by epoch
+    X, y = make_url_like(10_000, 100_000, random_state=0, **GENERATORS["url-like-dense"])
+    X, y, Xt, yt = X[:8_000], y[:8_000], X[8_000:], y[8_000:]
+    for epochs in (1, 3):
+        model = SparseSGDClassifier(loss="log_loss", max_iter=epochs, tol=None, random_state=1)
+        model.fit(X, y)
+        assert runs["sparcml", 1, 1]["points"][epochs - 1]["accuracy"] == model.score(Xt, yt)
+    model = SparseSGDClassifier(loss="log_loss", random_state=1).fit(X, y)
+    assert runs["sparcml", 1, 1]["defaults"]["accuracy"] == model.score(Xt, yt)
+    sklearn = SGDClassifier(loss="log_loss", random_state=np.random.RandomState(0))
+    for point in runs["scikit-learn", 1, 0]["points"]:
+        sklearn.partial_fit(X, y, classes=[-1.0, 1.0])
+        assert point["accuracy"] == sklearn.score(Xt, yt)
+    summary = {(s["system"], s["nprocs"]): s for s in found["summary"]}
+    one = summary["sparcml", 1]
+    target = np.mean([runs["sparcml", 1, s]["points"][1]["accuracy"] for s in (0, 1)]) - 0.003
+    assert one["target"] == pytest.approx(target)
+    for (system, nprocs), s in summary.items():
+        mine = [runs[system, nprocs, seed]["points"] for seed in (0, 1)]
+        reached = [next((p["seconds"] for p in c if p["accuracy"] >= target), None) for c in mine]
+        expected = None if None in reached else pytest.approx(np.mean(reached))
+        assert s["time_to_target"] == expected
+        falls = [max(0, *(a["accuracy"] - b["accuracy"] for a, b in zip(c, c[1:]))) for c in mine]
+        assert s["largest_fall"] == pytest.approx(np.mean(falls))
+    assert runs["sparcml", 2, 0]["local_steps"] >= 1
+    assert (tmp_path / "scaling-url-like-dense-shm.png").stat().st_size > 10_000
+    assert (tmp_path / "epochs-url-like-dense.png").stat().st_size > 10_000
+
+
+CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2)]
 
 
 @needs_a9a

@@ -14,4 +14,5 @@ BENCHMARKS = {
     "diagnostics": "sparcml_apps.bench.diagnostics",
     "jobs": "sparcml_apps.bench.jobs",
     "peers": "sparcml_apps.bench.peers",
+    "scaling": "sparcml_apps.bench.scaling",
 }

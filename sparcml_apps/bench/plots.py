@@ -163,3 +163,39 @@ def peers(records, path, title):
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=7)
     fig.suptitle(f"{title}: test accuracy against time (target dotted)")
     _save(fig, path, rect=(0, 0.14, 1, 1))
+
+
+def scaling(summary, path, title):
+    """Mean test accuracy against mean training seconds, one line a number of ranks (and
+    scikit-learn's on one rank, dashed); the target as a dotted line."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for s in summary:
+        label = f"P = {s['nprocs']}" if s["system"] == "sparcml" else s["system"]
+        style = "-" if s["system"] == "sparcml" else "--"
+        curve = s["curve"]
+        ax.plot(curve["seconds"], curve["accuracy"], style, marker="o", markersize=3, label=label)
+    ax.axhline(summary[0]["target"], color="black", linestyle=":", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("training seconds (mean over seeds)")
+    ax.set_ylabel("test accuracy (mean over seeds)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{title}: test accuracy against time (target dotted)", fontsize=10)
+    _save(fig, path)
+
+
+def epochs(summary, path, title):
+    """Mean test accuracy after each epoch, one line a number of ranks and scikit-learn's."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for s in summary:
+        name = f"sparcml, P = {s['nprocs']}" if s["system"] == "sparcml" else s["system"]
+        curve = s["curve"]
+        ax.plot(curve["epoch"], curve["accuracy"], marker="o", markersize=3, label=name)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test accuracy (mean over seeds)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{title}: test accuracy after each epoch", fontsize=10)
+    _save(fig, path)

@@ -1,0 +1,294 @@
+"""Time to a target accuracy on 1, 2 and 4 ranks with default options: do more ranks train sooner?
+
+For every dataset (the synthetic generators, and LIBSVM files ``TRAIN[,TEST]``), number
+of ranks P and network (shared memory, or emulated links of a rate: root only), and every
+seed, ``SparseSGDClassifier`` with default options fits on P ranks, each holding a
+contiguous block of the training rows, for ``--epochs`` epochs, scored on the test rows
+after every epoch (off the clock). On one rank scikit-learn's ``SGDClassifier`` fits too,
+an epoch at a time. The target of a dataset is the mean accuracy one rank reaches after
+``--target-epochs`` epochs, less ``--target-gap``; a run's time to target is its training
+time up to the first epoch that reaches it, and a cell's is the mean over the seeds (it is
+"not reached" when a seed never reaches it). Every cell also reports the mean final
+accuracy and the mean over the seeds of the largest fall in test accuracy from one epoch
+to the next (how steady the curve is), and on shared memory a fit with every default
+(``max_iter``, ``tol``) for both systems. Writes JSON, a Markdown report and, for each
+dataset and network, a plot of test accuracy against time (one line a P) and one of test
+accuracy against the epoch (sparcml on each P, and scikit-learn).
+"""
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import netem
+from ..datasets import GENERATORS
+from . import _peer_data
+from ._output import add_out_argument, apply_quick, draw, write
+
+RANKS_MODULE = "sparcml_apps.bench._scaling_ranks"
+QUICK = {
+    "rows": 10_000,
+    "features": 100_000,
+    "nprocs": [1, 2],
+    "networks": ["shm"],
+    "seeds": 2,
+    "epochs": 3,
+    "target_epochs": 2,
+}
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=list(GENERATORS),
+        metavar="DATASET",
+        help=f"generators ({', '.join(GENERATORS)}) or LIBSVM files TRAIN[,TEST] (without "
+        "TEST the last fifth is held out) (default: every generator)",
+    )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=400_000,
+        help="rows a generator makes, the last fifth for testing (default: 400000)",
+    )
+    parser.add_argument(
+        "--features", type=int, default=3_231_961, help="a generator's columns (default: 3231961)"
+    )
+    parser.add_argument(
+        "--nprocs", type=int, nargs="+", default=[1, 2, 4], help="numbers of ranks (default: 1 2 4)"
+    )
+    parser.add_argument(
+        "--networks",
+        nargs="+",
+        default=["shm", "10gbit", "1gbit"],
+        help="'shm' (one node) and tc rates of emulated links, each at every P > 1 "
+        "(default: shm 10gbit 1gbit)",
+    )
+    parser.add_argument("--seeds", type=int, default=5, help="seeds a cell (default: 5)")
+    parser.add_argument("--epochs", type=int, default=10, help="epochs a fit (default: 10)")
+    parser.add_argument(
+        "--target-epochs",
+        type=int,
+        default=3,
+        help="the target is one rank's mean accuracy after this many epochs ... (default: 3)",
+    )
+    parser.add_argument(
+        "--target-gap",
+        type=float,
+        default=0.003,
+        help="... less this (default: 0.003, 0.3 points)",
+    )
+    parser.add_argument(
+        "--loss", default="log_loss", choices=["log_loss", "hinge"], help="(default: log_loss)"
+    )
+    add_out_argument(parser)
+    parser.add_argument("--quick", action="store_true", help="a small grid of a minute")
+
+
+def prepare(spec, folder, args):
+    """Write the training and test rows of ``spec`` as ``.npz`` files in ``folder``; the
+    dataset's name, its file stems and its shape."""
+    if spec in GENERATORS:
+        from ..datasets import make_url_like
+
+        X, y = make_url_like(args.rows, args.features, random_state=0, **GENERATORS[spec])
+        cut = X.shape[0] - X.shape[0] // 5
+        name, parts = spec, ((X[:cut], y[:cut]), (X[cut:], y[cut:]))
+    else:
+        name, X, y, X_test, y_test = _peer_data.rows(
+            spec, generator_rows=0, max_rows=None, max_test_rows=None
+        )
+        parts = ((X, y), (X_test, y_test))
+    stems = []
+    for part, (rows, labels) in zip(("train", "test"), parts, strict=True):
+        stem = Path(folder) / f"{_slug(name)}-{part}"
+        sp.save_npz(f"{stem}.npz", rows.tocsr(), compressed=False)
+        np.save(f"{stem}-y.npy", np.asarray(labels, np.float64))
+        stems.append(str(stem))
+    shape = {"rows": parts[0][0].shape[0], "test_rows": parts[1][0].shape[0]}
+    return name, stems, {**shape, "n_features": parts[0][0].shape[1]}
+
+
+def cells(args):
+    """(nprocs, network) pairs to run: shared memory at every P, links at P > 1."""
+    for nprocs in args.nprocs:
+        for network in args.networks:
+            if network == "shm" or nprocs > 1:
+                yield nprocs, network
+
+
+def run_cell(stems, nprocs, network, args):
+    """The records of one cell, a system and seed each."""
+    options = [
+        "--train", stems[0], "--test", stems[1], "--epochs", args.epochs, "--loss", args.loss,
+        "--seeds", *range(args.seeds),
+    ]  # fmt: skip
+    if network == "shm":
+        options.append("--defaults")
+        if nprocs == 1:
+            options.append("--scikit-learn")
+    rate = None if network == "shm" else network
+    done = netem.run_module(nprocs, RANKS_MODULE, options, rate=rate, timeout=7200)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"the scaling benchmark failed on {nprocs} ranks ({network}):\n{done.stderr}"
+        )
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def run(args):
+    apply_quick(args, QUICK)
+    for network in list(args.networks):
+        reason = None if network == "shm" else netem.skip_reason(network)
+        if reason:
+            print(f"skipping the {network} links: {reason}")
+            args.networks.remove(network)
+    for spec in args.datasets:  # a dataset that cannot be read fails before any run
+        _peer_data.check(spec)
+    records = []
+    with tempfile.TemporaryDirectory(prefix="sparcml-scaling-") as folder:
+        for spec in args.datasets:
+            print(f"writing the rows of {spec} ...", flush=True)
+            name, stems, shape = prepare(spec, folder, args)
+            for nprocs, network in cells(args):
+                for record in run_cell(stems, nprocs, network, args):
+                    record.update(dataset=name, network=network, **shape)
+                    records.append(record)
+                    print(_progress(record), flush=True)
+    summary = summarize(records, args)
+    text = report(summary, args)
+    print(f"\n{text}")
+    write(args.out, "scaling", {"records": records, "summary": summary}, text)
+    for dataset in dict.fromkeys(s["dataset"] for s in summary):
+        mine = [s for s in summary if s["dataset"] == dataset]
+        for network in dict.fromkeys(s["network"] for s in mine):
+            lines = [s for s in mine if s["network"] in (network, "shm")]
+            lines = [s for s in lines if s["network"] == network or s["nprocs"] == 1]
+            draw("scaling", lines, args.out / f"scaling-{_slug(dataset)}-{network}.png",
+                 f"{dataset}, {network}")  # fmt: skip
+        shm = [s for s in mine if s["network"] == "shm"]
+        draw("epochs", shm, args.out / f"epochs-{_slug(dataset)}.png", dataset)
+    return 0
+
+
+def _progress(record):
+    last = record["points"][-1]
+    return (
+        f"{record['dataset']} P={record['nprocs']} {record['network']} {record['system']} "
+        f"seed {record['seed']}: {last['epoch']} epochs, {last['seconds']:.2f} s, "
+        f"accuracy {last['accuracy']:.4f}"
+    )
+
+
+def largest_fall(points):
+    """The largest fall in accuracy from one epoch to the next (0 when it never falls)."""
+    accuracy = [p["accuracy"] for p in points]
+    return max([0.0] + [a - b for a, b in zip(accuracy, accuracy[1:])])
+
+
+def time_to(points, target):
+    """Seconds to the first point at or above ``target``, or None."""
+    return next((p["seconds"] for p in points if p["accuracy"] >= target), None)
+
+
+def summarize(records, args):
+    """One summary a dataset, network, P and system: means over the seeds."""
+    summary = []
+    for dataset in dict.fromkeys(r["dataset"] for r in records):
+        mine = [r for r in records if r["dataset"] == dataset]
+        one = [r for r in mine if (r["nprocs"], r["system"]) == (1, "sparcml")]
+        index = min(args.target_epochs, args.epochs) - 1
+        target = float(np.mean([r["points"][index]["accuracy"] for r in one])) - args.target_gap
+        for key in dict.fromkeys((r["network"], r["nprocs"], r["system"]) for r in mine):
+            runs = [r for r in mine if (r["network"], r["nprocs"], r["system"]) == key]
+            times = [time_to(r["points"], target) for r in runs]
+            epochs = np.array([[p["epoch"] for p in r["points"]] for r in runs])
+            cell = {
+                "dataset": dataset,
+                "network": key[0],
+                "nprocs": key[1],
+                "system": key[2],
+                "seeds": len(runs),
+                "target": target,
+                "time_to_target": None if None in times else float(np.mean(times)),
+                "reached": sum(t is not None for t in times),
+                "final_accuracy": float(np.mean([r["points"][-1]["accuracy"] for r in runs])),
+                "largest_fall": float(np.mean([largest_fall(r["points"]) for r in runs])),
+                "seconds_per_epoch": float(
+                    np.mean([r["points"][-1]["seconds"] / r["points"][-1]["epoch"] for r in runs])
+                ),
+                "mb_sent_per_epoch": float(
+                    np.mean([r["points"][-1]["bytes_sent"] for r in runs]) / 1e6 / epochs[0, -1]
+                ),
+                "local_steps": runs[0].get("local_steps"),
+                "curve": {
+                    "epoch": epochs[0].tolist(),
+                    "seconds": np.mean(
+                        [[p["seconds"] for p in r["points"]] for r in runs], axis=0
+                    ).tolist(),
+                    "accuracy": np.mean(
+                        [[p["accuracy"] for p in r["points"]] for r in runs], axis=0
+                    ).tolist(),
+                },
+            }
+            if "defaults" in runs[0]:
+                cell["defaults_accuracy"] = float(
+                    np.mean([r["defaults"]["accuracy"] for r in runs])
+                )
+                cell["defaults_epochs"] = float(np.mean([r["defaults"]["epochs"] for r in runs]))
+            summary.append(cell)
+    return summary
+
+
+def _find(summary, dataset, network, nprocs, system="sparcml"):
+    for s in summary:
+        if (s["dataset"], s["network"], s["nprocs"], s["system"]) == (
+            dataset,
+            network,
+            nprocs,
+            system,
+        ):
+            return s
+    return None
+
+
+def report(summary, args):
+    """The summary as Markdown: time to target against one rank, and the curves' steadiness
+    and final accuracy against scikit-learn's."""
+    lines = [
+        f"Means over {args.seeds} seeds; target: one rank's accuracy after "
+        f"{args.target_epochs} epochs less {args.target_gap * 100:g} points.",
+        "",
+        "| dataset | network | P | system | time to target (s) | against 1 rank | s/epoch "
+        "| final accuracy | largest fall (points) | defaults: accuracy (epochs) "
+        "| MB sent a rank an epoch | local steps |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summary:
+        one = _find(summary, s["dataset"], "shm", 1)
+        time = s["time_to_target"]
+        shown = f"not reached ({s['reached']} of {s['seeds']})" if time is None else f"{time:.2f}"
+        ratio = ""
+        if time is not None and one and one["time_to_target"]:
+            ratio = f"{time / one['time_to_target']:.2f}x"
+        defaults = ""
+        if "defaults_accuracy" in s:
+            defaults = f"{s['defaults_accuracy']:.4f} ({s['defaults_epochs']:.1f})"
+        lines.append(
+            f"| {s['dataset']} | {s['network']} | {s['nprocs']} | {s['system']} | {shown} "
+            f"| {ratio} | {s['seconds_per_epoch']:.3f} | {s['final_accuracy']:.4f} "
+            f"| {s['largest_fall'] * 100:.2f} | {defaults} | {s['mb_sent_per_epoch']:.1f} "
+            f"| {s['local_steps'] if s['local_steps'] is not None else ''} |"
+        )
+    targets = dict.fromkeys((s["dataset"], s["target"]) for s in summary)
+    lines.append("")
+    lines += [f"target accuracy on {dataset}: {target:.4f}" for dataset, target in targets]
+    return "\n".join(lines)
+
+
+def _slug(text):
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in Path(text).name)
