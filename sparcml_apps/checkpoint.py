@@ -13,6 +13,10 @@ manifest and parts all verify, and names each newer one it passes over.
 Both are collective over ``comm`` (``None``: ``MPI.COMM_WORLD``; ``MPI.COMM_SELF`` for one
 process): every rank of it must see the same directory (on several nodes, a shared file
 system). A rank that fails makes every rank raise (:func:`collectives.check`).
+
+:class:`Checkpoints` keeps a training run's state (:mod:`sparcml_apps.training`: the
+weights and every state array, and where the run stands) with the options and data that
+must match for a run to resume from it.
 """
 
 import hashlib
@@ -21,8 +25,10 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import warnings
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +36,7 @@ import numpy as np
 
 import collectives
 
+from . import training
 from .datasets._files import set_default_mode
 
 KEEP = 2
@@ -58,6 +65,83 @@ class Checkpoint:
     arrays: dict  # this rank's arrays, by name
     metadata: dict  # this rank's metadata
     skipped: list = field(default_factory=list)  # why each newer checkpoint was passed over
+
+
+class Checkpoints:
+    """The checkpoints of one training run in ``directory``: the state after every epoch,
+    and within an epoch every ``seconds`` (None: never) where it can be resumed from.
+
+    ``options`` (the same on every rank) and ``data`` (this rank's, :func:`fingerprint`)
+    are kept with every checkpoint: a run resumes only from one whose options and data
+    are its own.
+    """
+
+    def __init__(self, directory, seconds, options, data):
+        self.directory, self.seconds = Path(directory), seconds
+        self.options, self.data = _plain(options), _plain(data)
+        self._saved = time.monotonic()
+
+    def due(self, comm):
+        """Whether ``seconds`` have passed since the last save (rank 0's clock decides)."""
+        if self.seconds is None:
+            return False
+        due = time.monotonic() - self._saved >= self.seconds
+        return bool(comm.bcast(due, root=0)) if comm.Get_size() > 1 else due
+
+    def save(self, weights, progress, comm):
+        """Save the run's state: ``weights`` (:class:`training.Weights`) and ``progress``
+        (:class:`training.Progress`); collective."""
+        metadata = {"options": self.options, "data": self.data, "progress": progress.as_dict()}
+        save(self.directory, weights.arrays(), _plain(metadata), comm)
+        self._saved = time.monotonic()
+
+    def resume(self, comm):
+        """``(weights, progress)`` of the newest complete checkpoint, or None when there is
+        none; collective. Raises ValueError naming every option, or datum of a rank, that
+        differs from this run's."""
+        found = latest(self.directory, comm)
+        if found is None:
+            return None
+        error = None
+        try:
+            check_compatible(found.metadata["options"], self.options, str(found.path))
+            where = f"{found.path} (the rows of rank {comm.Get_rank()})"
+            check_compatible(found.metadata["data"], self.data, where)
+        except ValueError as exc:
+            error = exc
+        collectives.check(error, comm)
+        weights = training.Weights.from_arrays(found.arrays)
+        return weights, training.Progress.from_dict(found.metadata["progress"])
+
+
+def fingerprint(X, y, weight):
+    """What identifies a rank's rows without keeping them: their counts and sums, and
+    checksums of the row lengths, the labels and the weights, and of every 1009th entry."""
+    sample = slice(None, None, 1009)
+    return {
+        "rows": int(X.shape[0]),
+        "columns": int(X.shape[1]),
+        "nonzeros": int(X.nnz),
+        "sum of values": float(X.data.sum()),
+        "checksum": zlib.crc32(
+            np.diff(X.indptr).astype(np.int64).tobytes()
+            + np.asarray(y, np.float64).tobytes()
+            + np.asarray(weight, np.float64).tobytes()
+            + np.ascontiguousarray(X.indices[sample], np.int64).tobytes()
+            + np.ascontiguousarray(X.data[sample], np.float64).tobytes()
+        ),
+    }
+
+
+def _plain(value):
+    """``value`` as JSON holds it: numpy numbers and arrays become Python's."""
+
+    def convert(item):
+        if isinstance(item, np.generic | np.ndarray):
+            return item.tolist()
+        raise TypeError(f"cannot keep {type(item).__name__} in a checkpoint's metadata")
+
+    return json.loads(json.dumps(value, default=convert))
 
 
 def save(directory, arrays, metadata=None, comm=None, *, keep=KEEP):

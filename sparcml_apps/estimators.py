@@ -8,6 +8,7 @@ MPI job of their own (:mod:`sparcml_apps.jobs`); on the workers of a Dask cluste
 """
 
 import functools
+import os
 import warnings
 from numbers import Integral, Real
 
@@ -31,7 +32,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 import collectives
 
-from . import holdout, jobs, training
+from . import checkpoint, holdout, jobs, training
 from . import kernels as K
 
 SPARSE_INTERCEPT_DECAY = 0.01  # as scikit-learn: sparse rows update the intercept less
@@ -123,6 +124,9 @@ class _SparseSGD(BaseEstimator):
             None,
         ],
         "callback": [callable, None],
+        "checkpoint": [str, os.PathLike, None],
+        "checkpoint_seconds": [Interval(Real, 0, None, closed="neither"), None],
+        "resume": ["boolean"],
     }
 
     def __init__(
@@ -159,6 +163,9 @@ class _SparseSGD(BaseEstimator):
         comm=None,
         n_jobs=None,
         callback=None,
+        checkpoint=None,
+        checkpoint_seconds=None,
+        resume=False,
     ):
         self.loss = loss
         self.penalty = penalty
@@ -191,6 +198,9 @@ class _SparseSGD(BaseEstimator):
         self.comm = comm
         self.n_jobs = n_jobs
         self.callback = callback
+        self.checkpoint = checkpoint
+        self.checkpoint_seconds = checkpoint_seconds
+        self.resume = resume
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -221,6 +231,12 @@ class _SparseSGD(BaseEstimator):
                 f"The 'diagnostics' parameter of {name} needs compression='topk' (it measures "
                 f"TopK). Got diagnostics=True with compression={self.compression!r} instead."
             )
+        for param in ("checkpoint_seconds", "resume"):
+            if getattr(self, param) not in (None, False) and self.checkpoint is None:
+                raise ValueError(
+                    f"The {param!r} parameter of {name} needs a 'checkpoint' directory. Got "
+                    f"{param}={getattr(self, param)!r} with checkpoint=None instead."
+                )
         if self.comm is not None and self.n_jobs not in (None, 1):
             raise ValueError(
                 f"{name} runs either on the ranks of 'comm' or on 'n_jobs' worker "
@@ -288,6 +304,11 @@ class _SparseSGD(BaseEstimator):
         self._check_parameters()
         if method == "partial_fit" and self.early_stopping:
             raise ValueError("early_stopping should be False with partial_fit")
+        if method == "partial_fit" and self.checkpoint is not None:
+            raise ValueError(
+                "checkpoint should be None with partial_fit: its caller holds the training "
+                "state between calls (checkpoints are for fit)"
+            )
         if hasattr(X, "__dask_graph__"):
             from . import cluster
 
@@ -340,6 +361,17 @@ class _SparseSGD(BaseEstimator):
             )
         if self.callback is not None:
             setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype)
+        checkpoints = progress = None
+        if self.checkpoint is not None:
+            checkpoints = checkpoint.Checkpoints(
+                self.checkpoint,
+                self.checkpoint_seconds,
+                self._resume_options(setup, comm),
+                checkpoint.fingerprint(X, y_encoded, row_weight),
+            )
+            resumed = checkpoints.resume(comm) if self.resume else None
+            if resumed is not None:
+                weights, progress = resumed
         try:
             history = training.train(
                 X,
@@ -351,6 +383,8 @@ class _SparseSGD(BaseEstimator):
                 max_epochs=1 if partial else self.max_iter,
                 check_convergence=not partial,
                 validation=validation,
+                progress=progress,
+                checkpoints=checkpoints,
             )
         except collectives.RankError:
             raise
@@ -374,6 +408,19 @@ class _SparseSGD(BaseEstimator):
                 stacklevel=3,
             )
         return self
+
+    def _resume_options(self, setup, comm):
+        """What a run must share with a checkpoint to resume from it: the options of the
+        training (but how many epochs it may take), the classes and the number of ranks."""
+        options = {k: v for k, v in setup.__dict__.items() if k not in ("callback", "verbose")}
+        options.update(
+            value_dtype=np.dtype(setup.value_dtype).name,
+            early_stopping=self.early_stopping,
+            validation_fraction=self.validation_fraction,
+            classes=getattr(self, "classes_", None),
+            ranks=comm.Get_size(),
+        )
+        return options
 
     def _fresh(self, partial):
         """Whether this fit starts afresh (and so learns the width of ``X``)."""
@@ -643,6 +690,20 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     callback : callable, default=None
         Called on every rank after every epoch as ``callback(estimator, record)`` with the
         current ``coef_``/``intercept_`` set and the epoch's record (loss, seconds, traffic).
+    checkpoint : str or path, default=None
+        A directory (the same on every rank) where ``fit`` saves the whole training state
+        after every epoch: every rank's weights and state arrays, the epoch and where the
+        run stands (:mod:`sparcml_apps.checkpoint`; each file written atomically with its
+        sha256; the newest two complete checkpoints are kept).
+    checkpoint_seconds : float, default=None
+        With ``checkpoint``, also save within an epoch once this many seconds have passed
+        since the last save, where the epoch can be resumed from (one rank: every 4,096
+        steps; several: at an exchange; not with ``overlap``).
+    resume : bool, default=False
+        With ``checkpoint``, ``fit`` continues from the newest complete checkpoint there
+        (a damaged one is passed over with a warning), if any, and ends with the model
+        of a run never stopped, bit for bit. A checkpoint of other options (but
+        ``max_iter``), data or number of ranks is refused, naming what differs.
 
     Attributes are those of ``SGDClassifier`` plus ``comm_stats_``: per epoch, the loss,
     seconds, steps, exchanges, local steps between them, and this rank's allreduce traffic
@@ -693,6 +754,9 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         comm=None,
         n_jobs=None,
         callback=None,
+        checkpoint=None,
+        checkpoint_seconds=None,
+        resume=False,
     ):
         super().__init__(
             loss=loss,
@@ -726,6 +790,9 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
             comm=comm,
             n_jobs=n_jobs,
             callback=callback,
+            checkpoint=checkpoint,
+            checkpoint_seconds=checkpoint_seconds,
+            resume=resume,
         )
         self.class_weight = class_weight
 
@@ -906,6 +973,9 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
         comm=None,
         n_jobs=None,
         callback=None,
+        checkpoint=None,
+        checkpoint_seconds=None,
+        resume=False,
     ):
         super().__init__(
             loss=loss,
@@ -939,6 +1009,9 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
             comm=comm,
             n_jobs=n_jobs,
             callback=callback,
+            checkpoint=checkpoint,
+            checkpoint_seconds=checkpoint_seconds,
+            resume=resume,
         )
 
     @_fit_context(prefer_skip_nested_validation=True)

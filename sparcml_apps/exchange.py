@@ -83,9 +83,18 @@ class Exchange:
             grown[: self.n_touched] = self.touched[: self.n_touched]
             self.touched = grown
 
-    def begin_epoch(self):
-        self.calls = self.change_entries = self.sent_entries = self.dense_bytes = 0
-        self.gamma, self.xi = [], []
+    def begin_epoch(self, counts=None):
+        """The epoch's counts start at zero, or at ``counts`` (:meth:`counts`) in an epoch
+        resumed midway."""
+        counts = counts or {}
+        for name in ("calls", "change_entries", "sent_entries", "dense_bytes"):
+            setattr(self, name, counts.get(name, 0))
+        self.gamma, self.xi = list(counts.get("gamma", [])), list(counts.get("xi", []))
+
+    def counts(self):
+        """The epoch's counts so far (exchanges, entries, bytes, diagnostics)."""
+        names = ("calls", "change_entries", "sent_entries", "dense_bytes", "gamma", "xi")
+        return {name: getattr(self, name) for name in names}
 
     def __call__(self, active, stats):
         """Exchange the changes of a period in which ``active`` ranks held rows."""

@@ -255,19 +255,22 @@ def steps(
     touched,
     n_touched,
     coefs,
+    loss_sum,
 ):
-    """Steps ``first`` to ``stop - 1`` of an epoch over this rank's rows ``order``; their
-    summed (weighted) loss, the count of weights listed in ``touched``, and the step it
-    stopped before: ``stop``, or earlier where ``wscale`` must first be folded into the
-    weights (:func:`renormalize`).
+    """Steps ``first`` to ``stop - 1`` of an epoch over this rank's rows ``order``; the
+    summed (weighted) loss of the epoch's rows so far (``loss_sum`` before them, so that
+    the sum is the same however the epoch's steps are split), the count of weights listed
+    in ``touched``, and the step it stopped before: ``stop``, or earlier where ``wscale``
+    must first be folded into the weights (:func:`renormalize`).
 
     Step ``s`` takes the rows ``order[s * batch : (s + 1) * batch]`` (none once they run
     out): the mean of their gradients at the rate of the current sample time, after the L2
     shrink of one step, ``wscale *= 1 - eta * l2``; the sample time then advances by one.
     With ``agreed`` empty the steps change the model itself and book the average in
-    ``offsets`` (per weight through :func:`change_weight` with L1). Otherwise they change this rank's copy ``v`` (plain updates), and once
-    averaging began also ``area`` (unless empty): each change ``d`` of ``v[j]`` adds ``S *
-    d`` (``S`` the running sum of ``wscale``) to ``area[j]``, and every step adds
+    ``offsets`` (per weight through :func:`change_weight` with L1). Otherwise they change
+    this rank's copy ``v`` (plain updates), and once averaging began also ``area`` (unless
+    empty): each change ``d`` of ``v[j]`` adds ``S * d`` (``S`` the running sum of
+    ``wscale``) to ``area[j]``, and every step adds
     ``intercept - agreed_intercept - intercept_sent`` (its own change since the ranks
     agreed, less what is in flight) to ``intercept_area``; the ranks book L1 and the
     average when they exchange (:func:`settle`). With ``flags`` not empty, every weight the
@@ -278,7 +281,6 @@ def steps(
     decay = params[INTERCEPT_DECAY] if params[FIT_INTERCEPT] > 0 else 0.0
     alone = agreed.size == 0
     listing = flags.size > 0
-    loss_sum = 0.0
     for s in range(first, stop):
         if state[WSCALE] < RENORMALIZE_BELOW:
             return loss_sum, n_touched, s

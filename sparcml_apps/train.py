@@ -197,6 +197,21 @@ def check_options(options):
         raise ValueError(f"--test-fraction must be in [0, 1); got {options.test_fraction}")
     if not (isinstance(options.topk, int) or 0 < options.topk <= 1):
         raise ValueError(f"--topk must be a fraction in (0, 1] or a count >= 1; got {options.topk}")
+    if options.checkpoint_seconds is not None and not options.checkpoint_seconds > 0:
+        raise ValueError(
+            f"--checkpoint-seconds must be a number > 0; got {options.checkpoint_seconds}"
+        )
+    for flag, value in (
+        ("--checkpoint-seconds", options.checkpoint_seconds),
+        ("--resume", options.resume or None),
+    ):
+        if value is not None and options.checkpoint is None:
+            raise ValueError(f"{flag} goes with --checkpoint DIR")
+    if options.checkpoint is not None:
+        folder = Path(options.checkpoint)
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"--checkpoint must be a directory; got the file {folder}")
+        _check_writable("--checkpoint", folder, folder)
     if options.scheduler_file and not options.dask:
         raise ValueError("--scheduler-file goes with --dask")
     if options.shutdown and not options.scheduler_file:
@@ -252,7 +267,11 @@ def _check_output(flag, path):
     """An output file: not a directory, in a directory where a file can be made."""
     if path.is_dir():
         raise ValueError(f"{flag} {path}: expected a file name; it is a directory")
-    folder = path.parent
+    _check_writable(flag, path, path.parent)
+
+
+def _check_writable(flag, path, folder):
+    """``folder``, or the nearest folder above it that exists, takes new files."""
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
@@ -298,6 +317,9 @@ def estimator(options, progress):
         allreduce=options.allreduce,
         random_state=options.random_state,
         callback=progress,
+        checkpoint=options.checkpoint,
+        checkpoint_seconds=options.checkpoint_seconds,
+        resume=options.resume,
     )
 
 

@@ -19,7 +19,7 @@ TopK), every exchange also measures the quantities of the TopK analysis
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -144,6 +144,25 @@ class Weights:
     def zeros(cls, setup):
         return cls(np.zeros(setup.n_out * setup.n_features), np.zeros(setup.n_out))
 
+    def arrays(self):
+        """Every array and number of the state, by name (what a checkpoint holds)."""
+        out = {name: getattr(self, name) for name in _ARRAYS if getattr(self, name) is not None}
+        if self.support is not None:
+            out["support"] = self.support[: self.n_support]
+        out.update({name: np.array(getattr(self, name)) for name in _NUMBERS})
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays):
+        """The state :meth:`arrays` gave."""
+        fields = {name: arrays[name] for name in _ARRAYS if name in arrays}
+        fields.update({name: arrays[name].item() for name in _NUMBERS})
+        weights = cls(**fields)
+        if weights.residual is not None:
+            weights.support = np.empty(weights.residual.size, np.int64)
+            weights.support[: weights.n_support] = arrays["support"]
+        return weights
+
     @property
     def t(self):
         return self.state[K.T]
@@ -179,6 +198,13 @@ class Weights:
         return total.reshape(self.intercept.size, -1) / steps, self.average_intercept / steps
 
 
+_ARRAYS = (
+    "v", "intercept", "state", "l1_applied", "offsets", "average_intercept", "agreed",
+    "agreed_intercept", "area", "intercept_area", "intercept_sent", "residual", "in_support",
+)  # fmt: skip
+_NUMBERS = ("epochs", "average_start", "period", "listing", "n_support")
+
+
 @dataclass
 class Epoch:
     """One epoch's record, the same on every rank but for this rank's traffic."""
@@ -203,6 +229,42 @@ class Epoch:
         record = {k: v for k, v in self.__dict__.items() if k != "stats"}
         record.update({f"allreduce_{k}": v for k, v in self.stats.as_dict().items()})
         return record
+
+    @classmethod
+    def from_dict(cls, record):
+        """The record :meth:`as_dict` gave."""
+        prefix = "allreduce_"
+        traffic = {k.removeprefix(prefix): v for k, v in record.items() if k.startswith(prefix)}
+        fields = {k: v for k, v in record.items() if not k.startswith(prefix)}
+        return cls(**fields, stats=Stats(**traffic))
+
+
+@dataclass
+class Progress:
+    """Where a call of :func:`train` stands, besides the weights: what a checkpoint holds
+    to resume it. Between epochs ``step`` is 0; within one (at an exchange, where every
+    rank holds the agreed model) the epoch under way is ``weights.epochs`` and the fields
+    below ``step`` say how far it went."""
+
+    epochs: int = 0  # epochs finished in this call
+    history: list = field(default_factory=list)  # their records, as Epoch.as_dict
+    best: float = math.inf
+    no_improvement: int = 0
+    done: bool = False  # it converged
+    step: int = 0  # the epoch under way: the next step to take
+    loss_sum: float = 0.0  # ... its summed loss so far
+    clipped: float = 0.0  # ... the clipped slopes counted before it began
+    seconds: float = 0.0  # ... its seconds so far
+    stats: dict = field(default_factory=dict)  # ... this rank's traffic so far
+    exchange: dict = field(default_factory=dict)  # ... the exchange's counts so far
+
+    def as_dict(self):
+        return {**self.__dict__, "best": None if math.isinf(self.best) else self.best}
+
+    @classmethod
+    def from_dict(cls, record):
+        best = math.inf if record["best"] is None else record["best"]
+        return cls(**{**record, "best": best})
 
 
 def _unsigned(array):
@@ -231,50 +293,63 @@ class _Epochs:
         weights.prepare(setup, self.exchanging)
         self.exchange = None
 
-    def run(self, order, stats):
-        """One epoch over this rank's rows in ``order``; the rank's summed loss."""
+    def run(self, order, stats, progress, pause=None):
+        """The epoch over this rank's rows in ``order``, from step ``progress.step`` on
+        (with ``progress.loss_sum`` the loss of the steps before); the rank's summed loss.
+
+        ``pause(step, loss_sum)``, if given, is called wherever the epoch could be resumed
+        from: every :data:`PAUSE_STEPS` steps of one rank alone; on several ranks after
+        every exchange but the last (not with ``overlap``: an exchange is then in flight).
+        """
         w, setup = self.weights, self.setup
+        first, loss_sum = progress.step, progress.loss_sum
         if not self.exchanging:
-            return self._steps(order, 0, self.steps)
+            chunk = self.steps if pause is None else PAUSE_STEPS
+            while first < self.steps:
+                stop = min(first + chunk, self.steps)
+                loss_sum = self._steps(order, first, stop, loss_sum)
+                first = stop
+                if pause is not None and first < self.steps:
+                    pause(first, loss_sum)
+            return loss_sum
         if w.period == 0:  # chosen once, on the first epoch's order
             w.period, w.listing = E.plan(
                 setup, self.indptr, self.indices, order, self.steps, self.comm
             )
         if self.exchange is None:
             self.exchange = E.make(setup, w, self.comm)
-        self.exchange.begin_epoch()
-        loss_sum = 0.0
+        self.exchange.begin_epoch(progress.exchange)
         batch = setup.batch_size
-        first = 0
         while first < self.steps:
             stop = min(first + w.period, self.steps)
             if self.exchange.listing:
                 rows = order[min(first * batch, order.size) : min(stop * batch, order.size)]
                 nnz = int(self.X.indptr[rows + 1].sum() - self.X.indptr[rows].sum())
                 self.exchange.reserve(nnz * setup.n_out)
-            loss, done = self._period(order, first, stop)
-            loss_sum += loss
+            loss_sum, done = self._period(order, first, stop, loss_sum)
             self.exchange(int(np.count_nonzero(self.counts > first * batch)), stats)
             if done < stop:  # a period ends early where wscale is folded into the weights
                 self.exchange.finish()
                 self._renormalize()
             first = done
+            if pause is not None and first < self.steps and not setup.overlap:
+                pause(first, loss_sum)
         self.exchange.end_epoch()
         return loss_sum
 
-    def _steps(self, order, first, stop):
-        """Steps ``first`` to ``stop - 1`` of one rank alone; their summed loss."""
-        loss_sum = 0.0
+    def _steps(self, order, first, stop, loss_sum):
+        """Steps ``first`` to ``stop - 1`` of one rank alone; the epoch's summed loss so
+        far (``loss_sum`` before them)."""
         while first < stop:
-            loss, first = self._period(order, first, stop)
-            loss_sum += loss
+            loss_sum, first = self._period(order, first, stop, loss_sum)
             if first < stop:
                 self._renormalize()
         return loss_sum
 
-    def _period(self, order, first, stop):
+    def _period(self, order, first, stop, loss_sum):
         """The steps from ``first``, up to ``stop`` or where ``wscale`` must be folded into
-        the weights; their summed loss and the step they stopped before."""
+        the weights; the epoch's summed loss so far (``loss_sum`` before them) and the step
+        they stopped before."""
         X, w, setup, exchange = self.X, self.weights, self.setup, self.exchange
         loss_sum, n_touched, done = K.steps(
             self.indptr,
@@ -304,6 +379,7 @@ class _Epochs:
             exchange.touched if exchange else _TOUCHED,
             exchange.n_touched if exchange else 0,
             self.coefs,
+            loss_sum,
         )
         if exchange:
             exchange.n_touched = n_touched
@@ -316,6 +392,8 @@ class _Epochs:
         K.renormalize(w.state, model, copy, residual, w.offsets)
 
 
+PAUSE_STEPS = 4096
+"""One rank alone may be checkpointed within an epoch every this many steps."""
 _FLAGS = np.empty(0, np.bool_)
 _TOUCHED = np.empty(0, np.int64)
 
@@ -326,8 +404,9 @@ def _global_sums(comm, values):
 
 
 def train(
-    X, y, row_weight, setup, weights, comm, *, max_epochs, check_convergence=True, validation=None
-):
+    X, y, row_weight, setup, weights, comm, *, max_epochs, check_convergence=True,
+    validation=None, progress=None, checkpoints=None,
+):  # fmt: skip
     """Run up to ``max_epochs`` epochs on every rank of ``comm``; the list of :class:`Epoch`.
 
     ``X`` is this rank's CSR rows, ``y`` their targets (+-1, the class index for
@@ -335,23 +414,34 @@ def train(
     rank's held-out ``(X, y, weight)`` for early stopping, or None. Convergence (``tol``,
     ``n_iter_no_change``, early stopping) is decided on global sums, so every rank stops
     at the same epoch. A loss or model that is no longer finite raises ``ValueError``.
+
+    ``progress`` (a :class:`Progress` from a checkpoint, with the ``weights`` saved beside
+    it) resumes a run where it was saved; the epochs it had finished count towards
+    ``max_epochs``. ``checkpoints``, if given, saves the state through
+    ``checkpoints.save(weights, progress, comm)`` after every epoch, and within one
+    wherever ``checkpoints.due(comm)`` says so and the epoch can be resumed from.
     """
     rank = comm.Get_rank()
     epochs = _Epochs(X, y, row_weight, setup, weights, comm)
-    history = []
-    best = np.inf
-    no_improvement = 0
-    for _ in range(max_epochs):
-        begin = time.perf_counter()
-        weights.epochs += 1
-        stats = Stats()
+    progress = progress if progress is not None else Progress()
+    history = [Epoch.from_dict(record) for record in progress.history]
+    while progress.epochs < max_epochs and not progress.done:
+        begin = time.perf_counter() - progress.seconds
+        if progress.step == 0:  # a new epoch (else one resumed midway)
+            weights.epochs += 1
+            progress.clipped = float(weights.state[K.CLIPPED])
+        stats = Stats(**progress.stats)
         if setup.shuffle:
             generator = np.random.default_rng([setup.seed, rank, weights.epochs])
             order = generator.permutation(X.shape[0])
         else:
             order = np.arange(X.shape[0])
-        clipped = weights.state[K.CLIPPED]
-        loss_sum = epochs.run(order, stats)
+        pause = None
+        if checkpoints is not None:
+            pause = _pause(checkpoints, weights, progress, epochs, stats, begin, comm)
+        loss_sum = epochs.run(order, stats, progress, pause)
+        progress.step, progress.loss_sum, progress.stats, progress.exchange = 0, 0.0, {}, {}
+        progress.seconds = 0.0
         if setup.l1 > 0:
             model = weights.agreed if weights.agreed.size else weights.v
             K.apply_l1_everywhere(
@@ -359,14 +449,14 @@ def train(
             )
             if model is not weights.v:
                 np.copyto(weights.v, model)
-        sums = [loss_sum, float(row_weight.sum()), weights.state[K.CLIPPED] - clipped]
+        sums = [loss_sum, float(row_weight.sum()), weights.state[K.CLIPPED] - progress.clipped]
         if validation is not None:
             sums += validation_sums(validation, weights, setup)
         sums = _global_sums(comm, sums)
         exchange = epochs.exchange
         record = Epoch(
             epoch=weights.epochs,
-            loss=sums[0] / max(sums[1], 1e-300),
+            loss=float(sums[0] / max(sums[1], 1e-300)),
             seconds=time.perf_counter() - begin,
             steps=epochs.steps,
             rows=int(epochs.counts.sum()),
@@ -389,26 +479,52 @@ def train(
             print(_describe(record), flush=True)
         if setup.callback is not None:
             setup.callback(record, weights)
-        if not check_convergence or setup.tol is None:
-            continue
-        if validation is not None:
-            measure, tolerance = -record.validation_score, setup.tol
-        else:
-            # an epoch on P ranks takes 1/P of the steps of one rank's epoch: the
-            # improvement asked of it is that of its steps
-            sequential = min(1.0, epochs.steps * setup.batch_size / max(record.rows, 1))
-            measure, tolerance = sums[0], setup.tol * sums[1] * sequential
-        no_improvement = no_improvement + 1 if measure > best - tolerance else 0
-        if record.clipped:  # steps that diverge have not converged, whatever the loss does
-            no_improvement = 0
-        best = min(best, measure)
-        if no_improvement >= setup.n_iter_no_change:
-            if setup.learning_rate == "adaptive" and weights.state[K.ETA] > 1e-6:
-                weights.state[K.ETA] /= 5.0
-                no_improvement = 0
-            else:
-                break
+        if check_convergence and setup.tol is not None:
+            _converge(progress, record, sums, epochs, weights, setup, validation is not None)
+        progress.epochs += 1
+        progress.history.append(record.as_dict())
+        if checkpoints is not None:
+            checkpoints.save(weights, progress, comm)
     return history
+
+
+def _pause(checkpoints, weights, progress, epochs, stats, begin, comm):
+    """What the epoch under way calls where it could be resumed from: save a checkpoint
+    of it there when one is due."""
+
+    def pause(step, loss_sum):
+        if checkpoints.due(comm):
+            exchange = epochs.exchange.counts() if epochs.exchange else {}
+            midway = replace(
+                progress, step=step, loss_sum=loss_sum, stats=stats.as_dict(),
+                seconds=time.perf_counter() - begin, exchange=exchange,
+            )  # fmt: skip
+            checkpoints.save(weights, midway, comm)
+
+    return pause
+
+
+def _converge(progress, record, sums, epochs, weights, setup, validating):
+    """Count the epoch towards convergence; ``progress.done`` once the run has converged."""
+    if validating:
+        measure, tolerance = -record.validation_score, setup.tol
+    else:
+        # an epoch on P ranks takes 1/P of the steps of one rank's epoch: the
+        # improvement asked of it is that of its steps
+        sequential = min(1.0, epochs.steps * setup.batch_size / max(record.rows, 1))
+        measure, tolerance = float(sums[0]), setup.tol * sums[1] * sequential
+    progress.no_improvement = (
+        progress.no_improvement + 1 if measure > progress.best - tolerance else 0
+    )
+    if record.clipped:  # steps that diverge have not converged, whatever the loss does
+        progress.no_improvement = 0
+    progress.best = min(progress.best, measure)
+    if progress.no_improvement >= setup.n_iter_no_change:
+        if setup.learning_rate == "adaptive" and weights.state[K.ETA] > 1e-6:
+            weights.state[K.ETA] /= 5.0
+            progress.no_improvement = 0
+        else:
+            progress.done = True
 
 
 def _check_finite(record, weights, setup):

@@ -144,7 +144,10 @@ def test_scaling(tmp_path):
         reached = [next((p["seconds"] for p in c if p["accuracy"] >= target), None) for c in mine]
         expected = None if None in reached else pytest.approx(np.mean(reached))
         assert s["time_to_target"] == expected
-        falls = [max(0, *(a["accuracy"] - b["accuracy"] for a, b in zip(c, c[1:]))) for c in mine]
+        falls = [
+            max(0, *(a["accuracy"] - b["accuracy"] for a, b in zip(c, c[1:], strict=False)))
+            for c in mine
+        ]
         assert s["largest_fall"] == pytest.approx(np.mean(falls))
     assert runs["sparcml", 2, 0]["local_steps"] >= 1
     assert (tmp_path / "scaling-url-like-dense-shm.png").stat().st_size > 10_000

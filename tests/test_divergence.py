@@ -3,7 +3,6 @@ and penalty, on standardized and unscaled data, in one process and on two ranks.
 
 import json
 
-import numpy as np
 import pytest
 from divergence_grid import CONVERGED, data, scores
 from mpirun import run_mpi

@@ -68,9 +68,9 @@ def test_overlap_and_quantization_keep_ranks_identical_and_accurate(tmp_path):
     seeds = [3, 4, 5]
     # the script exits non-zero unless every rank holds the same model, bit for bit
     first, again = (spmd_models(tmp_path, 3, seeds, *options) for _ in range(2))
-    assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again, strict=True))
     exact = spmd_models(tmp_path, 3, seeds, *common)
-    assert all(a.tobytes() != b.tobytes() for a, b in zip(first, exact))
+    assert all(a.tobytes() != b.tobytes() for a, b in zip(first, exact, strict=True))
     # 4-bit values of the changes and of their areas (averaging) cost a little accuracy:
     # at most half a point over three seeds
     quantized = np.mean([accuracy(m, Xt, yt) for m in first])

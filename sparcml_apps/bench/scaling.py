@@ -187,7 +187,7 @@ def _progress(record):
 def largest_fall(points):
     """The largest fall in accuracy from one epoch to the next (0 when it never falls)."""
     accuracy = [p["accuracy"] for p in points]
-    return max([0.0] + [a - b for a, b in zip(accuracy, accuracy[1:])])
+    return max([0.0] + [a - b for a, b in zip(accuracy, accuracy[1:], strict=False)])
 
 
 def time_to(points, target):

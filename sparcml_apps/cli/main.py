@@ -174,6 +174,25 @@ def add_train_arguments(parser):
         action="store_true",
         help="with --scheduler-file: shut the cluster down at the end (default: leave it)",
     )
+    state = parser.add_argument_group("checkpoints")
+    state.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="save the whole training state in DIR (the same on every rank) after every "
+        "epoch (default: none)",
+    )
+    state.add_argument(
+        "--checkpoint-seconds",
+        type=float,
+        metavar="S",
+        help="with --checkpoint, save within an epoch too, every S seconds (default: none)",
+    )
+    state.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --checkpoint, continue from the newest complete checkpoint in DIR, if "
+        "any, to the model of a run never stopped (default: start afresh)",
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--model",

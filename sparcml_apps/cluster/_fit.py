@@ -1,4 +1,5 @@
-"""``fit`` on Dask arrays: one pinned task per worker trains on the chunks held there."""
+"""``fit`` on Dask arrays: one pinned task per worker trains on the chunks held there
+(with checkpoints, on a contiguous block of the chunks, the same in every run)."""
 
 import time
 import traceback
@@ -47,7 +48,10 @@ def _fit_on_workers(client, ranks, estimator, method, arrays, layout, kwargs):
     arrays = client.persist(arrays)
     futures = {f.key: f for f in futures_of(arrays)}
     _wait_for_chunks(client, list(futures.values()), ranks)
-    owners = _owners(client, arrays[0], ranks)
+    if estimator.checkpoint is None:
+        owners = _owners(client, arrays[0], ranks)
+    else:  # a run to resume needs the same rows on every rank, wherever Dask put them
+        owners = _in_row_order(arrays[0].numblocks[0], len(ranks))
     blocks = [[[futures[k] for k in _row_keys(a, rows)] for a in arrays] for rows in owners]
     child = estimator._detached()
     reporter = next((i for i, rows in enumerate(owners) if rows), 0)
@@ -171,6 +175,12 @@ def _owners(client, X, ranks):
             raise RuntimeError(f"chunk {i} of X is on no worker of the cluster ({key!r})")
         owners[min(held, key=ranks.get)].append(i)
     return list(owners.values())
+
+
+def _in_row_order(n_chunks, n_workers):
+    """For each worker (in rank order), a contiguous block of the chunks' indices."""
+    bounds = np.arange(n_workers + 1) * n_chunks // n_workers
+    return [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _watch(client, futures, ranks, doing):

@@ -1,0 +1,204 @@
+"""Checkpoints of a fit and resuming from them: a run stopped in epoch 3 of 5 and resumed
+ends with the model of a run never stopped, bit for bit; a checkpoint of another run is
+refused, naming what differs; a damaged newest checkpoint gives way to the one before."""
+
+import hashlib
+import json
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from mpirun import run_mpi
+from testdata import url_like
+
+from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor, checkpoint, training
+from sparcml_apps.checkpoint import CheckpointWarning
+
+pytestmark = pytest.mark.usefixtures("compiled_kernels")
+
+
+class Stop(Exception):
+    pass
+
+
+def stop_at_epoch(epoch):
+    def callback(estimator, record):
+        if record["epoch"] == epoch:
+            raise Stop
+
+    return callback
+
+
+def digest(model):
+    return hashlib.sha256(model.coef_.tobytes() + model.intercept_.tobytes()).hexdigest()
+
+
+def losses(model):
+    return [record["loss"] for record in model.comm_stats_]
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = url_like(3000, 20_000)
+    return X, y
+
+
+OPTIONS = [
+    {},
+    {"penalty": "l1", "batch_size": 4},
+    {"compression": "topk", "topk": 0.01, "batch_size": 8, "local_steps": 10},
+    {"learning_rate": "adaptive", "eta0": 0.1, "tol": 1e-2, "n_iter_no_change": 1},
+    {"early_stopping": True, "loss": "log_loss"},
+]
+
+
+@pytest.mark.parametrize("seconds", [None, 1e-9], ids=["after-epochs", "within-epochs"])
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "defaults")
+def test_a_fit_stopped_in_epoch_3_resumes_to_the_same_model(
+    data, tmp_path, monkeypatch, options, seconds
+):
+    X, y = data
+    monkeypatch.setattr(training, "PAUSE_STEPS", 500)  # one rank alone pauses every 500 steps
+    common = dict(random_state=0, max_iter=5, **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        never = SparseSGDClassifier(**common).fit(X, y)
+        saving = dict(checkpoint=tmp_path, checkpoint_seconds=seconds)
+        with pytest.raises(Stop):
+            SparseSGDClassifier(**common, **saving, callback=stop_at_epoch(3)).fit(X, y)
+        from mpi4py import MPI
+
+        saved = checkpoint.latest(tmp_path, MPI.COMM_SELF).metadata["progress"]
+        # after epoch 2, or within epoch 3
+        assert (saved["epochs"], saved["step"] > 0) == ((2, True) if seconds else (2, False))
+        resumed = SparseSGDClassifier(**common, **saving, resume=True).fit(X, y)
+    assert digest(resumed) == digest(never)
+    assert resumed.n_iter_ == never.n_iter_ and losses(resumed) == losses(never)
+
+
+def test_resume_without_a_checkpoint_starts_afresh_and_a_finished_run_stays(data, tmp_path):
+    X, y = data
+    common = dict(random_state=0, max_iter=3, tol=None, checkpoint=tmp_path / "new")
+    first = SparseSGDClassifier(**common, resume=True).fit(X, y)
+    assert digest(first) == digest(SparseSGDClassifier(random_state=0, max_iter=3, tol=None)
+                                   .fit(X, y))  # fmt: skip
+    again = SparseSGDClassifier(**common, resume=True).fit(X, y)
+    assert digest(again) == digest(first) and again.n_iter_ == 3
+    # more epochs than the checkpoint's run: it goes on from there
+    longer = SparseSGDClassifier(**{**common, "max_iter": 4}, resume=True).fit(X, y)
+    never = SparseSGDClassifier(random_state=0, max_iter=4, tol=None).fit(X, y)
+    assert digest(longer) == digest(never)
+
+
+def test_the_regressor_resumes_too(tmp_path):
+    X, y = url_like(2000, 5000)
+    target = np.asarray(X[:, :50].sum(axis=1)).ravel()
+    common = dict(random_state=0, max_iter=4, tol=None, checkpoint=tmp_path)
+    never = SparseSGDRegressor(random_state=0, max_iter=4, tol=None).fit(X, target)
+    with pytest.raises(Stop):
+        SparseSGDRegressor(**common, callback=stop_at_epoch(2)).fit(X, target)
+    resumed = SparseSGDRegressor(**common, resume=True).fit(X, target)
+    assert digest(resumed) == digest(never)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"batch_size": 2}, "batch_size was 1, now 2"),
+        ({"alpha": 1e-3}, "alpha was 0.0001, now 0.001"),
+        ({"loss": "log_loss"}, 'loss was "hinge", now "log_loss"'),
+        ({"random_state": 1}, "seed was"),
+        ({"rows": 2999}, "rows was 3000, now 2999"),
+        ({"labels": True}, "checksum was"),
+    ],
+)
+def test_a_checkpoint_of_other_options_or_data_is_refused(data, tmp_path, change, named):
+    X, y = data
+    with pytest.raises(Stop):
+        SparseSGDClassifier(
+            random_state=0, max_iter=5, checkpoint=tmp_path, callback=stop_at_epoch(2)
+        ).fit(X, y)
+    options = {k: v for k, v in change.items() if k not in ("rows", "labels")}
+    if "rows" in change:
+        X, y = X[: change["rows"]], y[: change["rows"]]
+    if "labels" in change:
+        y = y.copy()
+        y[0] = -y[0]
+    model = SparseSGDClassifier(
+        **{"random_state": 0, "max_iter": 5, **options}, checkpoint=tmp_path, resume=True
+    )
+    with pytest.raises(ValueError, match="cannot resume from .*checkpoint-000001") as raised:
+        model.fit(X, y)
+    assert named in str(raised.value)
+
+
+def test_a_damaged_newest_checkpoint_gives_way_to_the_previous(data, tmp_path):
+    X, y = data
+    common = dict(random_state=0, max_iter=5, tol=None, checkpoint=tmp_path)
+    never = SparseSGDClassifier(random_state=0, max_iter=5, tol=None).fit(X, y)
+    with pytest.raises(Stop):
+        SparseSGDClassifier(**common, callback=stop_at_epoch(4)).fit(X, y)
+    newest = tmp_path / "checkpoint-000003" / "rank-0.npz"
+    body = bytearray(newest.read_bytes())
+    body[len(body) // 2] ^= 0xFF
+    newest.write_bytes(bytes(body))
+    with pytest.warns(CheckpointWarning, match=r"checkpoint-000003: rank-0.npz is corrupted"):
+        resumed = SparseSGDClassifier(**common, resume=True).fit(X, y)
+    assert digest(resumed) == digest(never)
+
+
+def test_checkpoint_options_are_checked(data, tmp_path):
+    X, y = data
+    with pytest.raises(ValueError, match="'resume' parameter .* needs a 'checkpoint'"):
+        SparseSGDClassifier(resume=True).fit(X, y)
+    with pytest.raises(ValueError, match="'checkpoint_seconds' parameter .* needs a 'check"):
+        SparseSGDClassifier(checkpoint_seconds=5).fit(X, y)
+    with pytest.raises(ValueError, match="checkpoint should be None with partial_fit"):
+        SparseSGDClassifier(checkpoint=tmp_path).partial_fit(X, y, classes=[-1, 1])
+
+
+# -- several ranks: SPMD under mpiexec, and Dask ---------------------------------------
+
+
+def fit_resumed(script, nprocs, folder, mode, *args):
+    """Run ``script`` in ``mode``; its last line (rank 0's, or the client's) as JSON."""
+    result = run_mpi(script, nprocs, folder, mode, *args, timeout=240, check=mode != "killed")
+    if mode == "killed":
+        assert result.returncode != 0 and "Killed (signal 9)" in result.launcher, result.report()
+        return None
+    return json.loads(result.stdout[0 if script == "fit_resumed.py" else 1].splitlines()[-1])
+
+
+@pytest.mark.parametrize("seconds", ["none", "0.000001"], ids=["after-epochs", "within-epochs"])
+def test_ranks_killed_in_epoch_3_resume_to_the_same_model(tmp_path, seconds):
+    never = fit_resumed("fit_resumed.py", 2, tmp_path / "never", "never", seconds)
+    fit_resumed("fit_resumed.py", 2, tmp_path / "run", "killed", seconds)
+    resumed = fit_resumed("fit_resumed.py", 2, tmp_path / "run", "resume", seconds)
+    assert resumed["resumed_from"]["epochs"] == 2
+    assert (resumed["resumed_from"]["step"] > 0) == (seconds != "none")
+    assert resumed["digest"] == never["digest"] and resumed["n_iter"] == 5
+    # on another number of ranks the checkpoint is refused
+    other = run_mpi("fit_resumed.py", 3, tmp_path / "run", "resume", seconds, check=False)
+    assert "cannot resume from" in other.stdout[0] + other.stderr[0], other.report()
+    assert "written by 2 ranks, this run has 3" in other.stdout[0] + other.stderr[0]
+
+
+def test_dask_workers_killed_in_epoch_3_resume_to_the_same_model(tmp_path):
+    never = fit_resumed("cluster_resumed.py", 4, tmp_path / "never", "never")
+    fit_resumed("cluster_resumed.py", 4, tmp_path / "run", "killed")
+    resumed = fit_resumed("cluster_resumed.py", 4, tmp_path / "run", "resume")
+    assert resumed["digest"] == never["digest"] and resumed["n_iter"] == 5
+
+
+def test_sparcml_train_takes_the_checkpoint_options(tmp_path):
+    command = [sys.executable, "-m", "sparcml_apps.cli.main", "train", "--rows", "2000"]
+    command += ["--features", "5000", "--epochs", "2", "--checkpoint", str(tmp_path / "c")]
+    command += ["--model", str(tmp_path / "m.joblib"), "--metrics", str(tmp_path / "m.json")]
+    done = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [
+        "checkpoint-000001",
+        "checkpoint-000002",
+    ]
