@@ -96,8 +96,8 @@ class Checkpoints:
         self._saved = time.monotonic()
 
     def resume(self, comm):
-        """``(weights, progress)`` of the newest complete checkpoint, or None when there is
-        none; collective. Raises ValueError naming every option, or datum of a rank, that
+        """``(weights, progress, folder)`` of the newest complete checkpoint, or None when
+        there is none; collective. Raises ValueError naming every option, or datum of a rank, that
         differs from this run's."""
         found = latest(self.directory, comm)
         if found is None:
@@ -111,7 +111,7 @@ class Checkpoints:
             error = exc
         collectives.check(error, comm)
         weights = training.Weights.from_arrays(found.arrays)
-        return weights, training.Progress.from_dict(found.metadata["progress"])
+        return weights, training.Progress.from_dict(found.metadata["progress"]), found.path
 
 
 def fingerprint(X, y, weight):

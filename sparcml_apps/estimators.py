@@ -361,7 +361,7 @@ class _SparseSGD(BaseEstimator):
             )
         if self.callback is not None:
             setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype)
-        checkpoints = progress = None
+        checkpoints = progress = resumed_from = None
         if self.checkpoint is not None:
             checkpoints = checkpoint.Checkpoints(
                 self.checkpoint,
@@ -371,7 +371,7 @@ class _SparseSGD(BaseEstimator):
             )
             resumed = checkpoints.resume(comm) if self.resume else None
             if resumed is not None:
-                weights, progress = resumed
+                weights, progress, resumed_from = resumed
         try:
             history = training.train(
                 X,
@@ -391,6 +391,7 @@ class _SparseSGD(BaseEstimator):
         except Exception as exc:  # noqa: BLE001 - delivered to every rank
             collectives.check(exc, comm)
         self._store(weights, history, X.dtype)
+        self.resumed_from_ = None if resumed_from is None else str(resumed_from)
         diverged = [record.epoch for record in history if record.clipped]
         if diverged:
             warnings.warn(
@@ -708,7 +709,8 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     Attributes are those of ``SGDClassifier`` plus ``comm_stats_``: per epoch, the loss,
     seconds, steps, exchanges, local steps between them, and this rank's allreduce traffic
     (bytes, messages, seconds) next to what a dense allreduce would have sent; with
-    ``diagnostics``, ``gamma`` and ``xi``, one value an exchange (else None).
+    ``diagnostics``, ``gamma`` and ``xi``, one value an exchange (else None); and
+    ``resumed_from_``: the checkpoint folder the last fit resumed from (else None).
     """
 
     _parameter_constraints = {

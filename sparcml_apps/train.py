@@ -416,7 +416,8 @@ def finish(
         "dataset": train.name(),
         "mode": mode,
         "ranks": ranks,
-        "epochs": len(rows),
+        "epochs": model.n_iter_,
+        "resumed_from": model.resumed_from_,
         "fit_seconds": seconds,
         "load_seconds": load_seconds,
         "train_seconds": train_seconds,
@@ -426,6 +427,9 @@ def finish(
         "params": {k: v for k, v in model.get_params().items() if k not in ("comm", "callback")},
         "per_epoch": rows,
     }
+    if model.resumed_from_ is not None:
+        before = model.n_iter_ - len(rows)
+        print(f"resumed from {model.resumed_from_} ({before} epochs finished before it)", flush=True)
     accuracy = metrics["test_accuracy"]
     print(
         f"test accuracy {accuracy:.4f}" if accuracy is not None else "no test rows",

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import warnings
 
+import joblib
 import numpy as np
 import pytest
 from mpirun import run_mpi
@@ -192,13 +193,27 @@ def test_dask_workers_killed_in_epoch_3_resume_to_the_same_model(tmp_path):
     assert resumed["digest"] == never["digest"] and resumed["n_iter"] == 5
 
 
-def test_sparcml_train_takes_the_checkpoint_options(tmp_path):
-    command = [sys.executable, "-m", "sparcml_apps.cli.main", "train", "--rows", "2000"]
-    command += ["--features", "5000", "--epochs", "2", "--checkpoint", str(tmp_path / "c")]
-    command += ["--model", str(tmp_path / "m.joblib"), "--metrics", str(tmp_path / "m.json")]
-    done = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+def test_sparcml_train_checkpoints_and_resumes(tmp_path):
+    def train(*options, epochs):
+        command = [sys.executable, "-m", "sparcml_apps.cli.main", "train", "--rows", "2000"]
+        command += ["--features", "5000", "--epochs", str(epochs), *options]
+        command += ["--model", str(tmp_path / "m.joblib"), "--metrics", str(tmp_path / "m.json")]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        metrics = json.loads((tmp_path / "m.json").read_text())
+        return done.stdout, metrics, joblib.load(tmp_path / "m.joblib")
+
+    saving = ["--checkpoint", str(tmp_path / "c"), "--resume"]
+    out, metrics, _ = train(*saving, epochs=2)  # nothing to resume from: starts afresh
+    assert "resumed" not in out and metrics["resumed_from"] is None
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [
         "checkpoint-000001",
         "checkpoint-000002",
     ]
+    out, metrics, resumed = train(*saving, epochs=3)
+    folder = tmp_path / "c" / "checkpoint-000002"
+    assert f"resumed from {folder} (2 epochs finished before it)" in out
+    assert metrics["resumed_from"] == str(folder) and metrics["epochs"] == 3
+    assert len(metrics["per_epoch"]) == 1
+    *_, never = train(epochs=3)
+    assert digest(resumed) == digest(never)

@@ -4,6 +4,7 @@ runs deploy/slurm/train.sbatch. Skipped, with the reason, where Slurm cannot be 
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -127,37 +128,47 @@ def rows(source):
     return sp.vstack([X for X, _ in shares], format="csr"), np.concatenate([y for _, y in shares])
 
 
-REQUEUED = """#!/bin/bash
-echo "run ${SLURM_RESTART_COUNT:-0}"
-trap 'echo stopped; exit 143' TERM
-for _ in $(seq 600); do sleep 0.1; done
-"""
+LONG = ["--rows", "40000", "--features", "200000", "--nnz-per-row", "40", "--epochs", "40"]
 
 
-def test_a_requeued_job_runs_again_soon(slurm_env, tmp_path):
-    """What a requeue does here: the running job gets SIGTERM, goes back to the queue
-    and starts again (SLURM_RESTART_COUNT=1) within seconds, its output appended."""
-    script = tmp_path / "job.sh"
-    script.write_text(REQUEUED)
+def test_a_requeued_job_resumes_from_its_checkpoint(slurm_env, tmp_path):
+    """``scontrol requeue`` while the job trains: the job gets SIGTERM, goes back to the
+    queue, starts again (same job id) within seconds and resumes from the newest complete
+    checkpoint in its folder, to the model of a run never stopped."""
     job = subprocess.run(
-        ["sbatch", "--parsable", "--requeue", "--open-mode=append", f"--chdir={tmp_path}",
-         "--output=job.out", "--ntasks=1", "--time=2", script],
+        ["sbatch", "--parsable", f"--chdir={tmp_path}", *ONE_NODE, SLURM / "train.sbatch",
+         *LONG],
         capture_output=True, text=True, env=slurm_env, check=True,
     ).stdout.strip()  # fmt: skip
-    output = tmp_path / "job.out"
+    folder = tmp_path / f"sparcml-checkpoints-{job}"
     try:
-        wait_for(lambda: output.exists() and output.read_text() == "run 0\n", 60)
+        wait_for(lambda: list(folder.glob("checkpoint-*/COMPLETE")), 120)
         subprocess.run(["scontrol", "requeue", job], env=slurm_env, check=True)
         requeued = time.monotonic()
-        wait_for(lambda: output.read_text().endswith("run 1\n"), 60)
-        seconds = time.monotonic() - requeued
+        wait_for(lambda: show_job(slurm_env, job)["Restarts"] == "1", 60)
+        wait_for(lambda: show_job(slurm_env, job)["JobState"] == "RUNNING", 60)
+        restarted = time.monotonic() - requeued
+        wait_for(lambda: show_job(slurm_env, job)["JobState"] == "COMPLETED", 180)
     finally:
         subprocess.run(["scancel", job], env=slurm_env, check=False)
-    lines = output.read_text().splitlines()
-    assert lines[0] == "run 0" and "stopped" in lines and lines[-1] == "run 1", lines
-    assert any(line.endswith("DUE TO JOB REQUEUE ***") for line in lines), lines
-    assert show_job(slurm_env, job)["Restarts"] == "1"
-    assert seconds < 30
+    log = (tmp_path / f"sparcml-train-{job}.out").read_text()
+    assert "DUE TO JOB REQUEUE ***" in log, log
+    done = re.search(rf"resumed from {folder}/checkpoint-\d+ \((\d+) epochs finished", log)
+    assert done and 1 <= int(done[1]) < 40, log
+    assert restarted < 30
+    metrics = json.loads((tmp_path / f"sparcml-metrics-{job}.json").read_text())
+    assert metrics["epochs"] == 40 and metrics["resumed_from"].startswith(str(folder))
+    # the same model, bit for bit, as two local ranks never stopped
+    local = subprocess.run(
+        [BIN / "sparcml", "train", "--ranks", "2", *LONG, "--model", tmp_path / "local.joblib",
+         "--metrics", tmp_path / "local.json"],
+        capture_output=True, text=True, timeout=180, env=slurm_env,
+    )  # fmt: skip
+    assert local.returncode == 0, local.stdout + local.stderr
+    model = joblib.load(tmp_path / f"sparcml-model-{job}.joblib")
+    reference = joblib.load(tmp_path / "local.joblib")
+    assert model.coef_.tobytes() == reference.coef_.tobytes()
+    assert model.intercept_.tobytes() == reference.intercept_.tobytes()
 
 
 def wait_for(condition, seconds):
