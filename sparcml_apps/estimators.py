@@ -360,7 +360,7 @@ class _SparseSGD(BaseEstimator):
                 comm, X, y_encoded, row_weight, setup
             )
         if self.callback is not None:
-            setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype)
+            setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype, comm=comm)
         checkpoints = progress = resumed_from = None
         if self.checkpoint is not None:
             checkpoints = checkpoint.Checkpoints(
@@ -390,7 +390,7 @@ class _SparseSGD(BaseEstimator):
             raise
         except Exception as exc:  # noqa: BLE001 - delivered to every rank
             collectives.check(exc, comm)
-        self._store(weights, history, X.dtype)
+        self._store(weights, history, X.dtype, comm)
         self.resumed_from_ = None if resumed_from is None else str(resumed_from)
         diverged = [record.epoch for record in history if record.clipped]
         if diverged:
@@ -605,18 +605,21 @@ class _SparseSGD(BaseEstimator):
             coef = coef.ravel()
         self.coef_, self.intercept_ = coef.astype(dtype), intercept.astype(dtype)
 
-    def _report_to_callback(self, record, weights, *, dtype):
-        self._set_model(*self._model_of(weights), dtype)
+    def _report_to_callback(self, record, weights, *, dtype, comm):
+        self._set_model(*self._model_of(weights, comm), dtype)
         self.callback(self, record.as_dict())
 
-    def _model_of(self, weights):
-        """The weights and intercepts the model is: averaged, or current."""
-        return weights.averaged() if self.average else (weights.coef(), weights.intercept)
+    def _model_of(self, weights, comm, agree=False):
+        """The weights and intercepts the model is: averaged (over the ranks of ``comm``;
+        with ``agree`` they then hold the same state), or current."""
+        if self.average:
+            return weights.averaged(comm, agree=agree)
+        return weights.coef(), weights.intercept
 
-    def _store(self, weights, history, dtype):
-        """Keep the training state and set the fitted attributes."""
+    def _store(self, weights, history, dtype, comm):
+        """Keep the training state and set the fitted attributes (every rank alike)."""
         self._weights = weights
-        self._set_model(*self._model_of(weights), dtype)
+        self._set_model(*self._model_of(weights, comm, agree=True), dtype)
         self.n_iter_ = len(history)
         self.t_ = weights.t
         self.comm_stats_ = [record.as_dict() for record in history]

@@ -5,10 +5,12 @@ Each rank takes SGD steps on its own rows against its own copy ``v`` of the mode
 since they last agreed (the nonzeros of ``v - agreed``, found in one pass over the model,
 and every intercept's) through :func:`collectives.allreduce`, and every rank adds the mean
 of the changes, over the ranks that held rows in the period, to the agreed model
-(:func:`kernels.settle`), which then replaces its copy. The L2 shrink of a step is the
-scalar ``wscale``, which every rank applies alike, so the changes stay sparse: the union of
-the columns a rank's rows touched. With a period of one step this is mini-batch SGD over
-all ranks' rows.
+(:func:`kernels.settle`), which then replaces its copy (:func:`kernels.adopt`). The L2
+shrink of a step is the scalar ``wscale``, which every rank applies alike, so the changes
+stay sparse: the union of the columns a rank's rows touched. With a period of one step
+this is mini-batch SGD over all ranks' rows. Averaging costs no traffic: each rank keeps
+the average of its own weights, jumps at the exchanges included, and the ranks take the
+mean of their averages when the model is read (:meth:`training.Weights.averaged`).
 
 An exchange strategy is an object with ``begin_epoch``, ``__call__`` and ``end_epoch``;
 the training loop reads the same whichever it is: :class:`Exchange` sends the exact changes,
@@ -59,14 +61,14 @@ class Exchange:
     def __init__(self, setup, weights, comm):
         self.setup, self.weights, self.comm = setup, weights, comm
         self.params = setup.params()
-        self.index_dtype = np.uint32 if 2 * setup.size < 2**32 else np.uint64
+        self.index_dtype = np.uint32 if setup.size < 2**32 else np.uint64
         self.listing = weights.listing  # find the changes from a list of touched weights
         n_weights = setup.n_out * setup.n_features
         self.flags = np.zeros(n_weights if self.listing else 0, np.bool_)
         self.touched = np.empty(0, np.int64)
         self.n_touched = 0
         self.buffer = self._buffer(0)  # this rank's changes, written in place
-        self.pending = None  # with overlap: (request, active ranks, own changes, sent at)
+        self.pending = None  # with overlap: (request, active ranks, own changes)
         self.calls = 0  # exchanges this epoch
         self.change_entries = self.sent_entries = 0  # this epoch's, of this rank
         self.dense_bytes = 0  # what a dense allreduce of the same vectors would send
@@ -100,25 +102,19 @@ class Exchange:
         """Exchange the changes of a period in which ``active`` ranks held rows."""
         setup, w = self.setup, self.weights
         self.finish()  # the changes are taken against the newest agreed model
-        averaging = w.state[K.AVERAGE_SUM] >= 0.0 and w.area.size > 0
-        area = w.area if averaging else _NONE
         if self.listing:
             n = self.n_touched
         else:
-            n = K.count_changes(w.v, w.agreed, area)
-        need = 2 * (n + setup.n_out)
+            n = K.count_changes(w.v, w.agreed)
+        need = n + setup.n_out
         idx, val = self.buffer
         if idx.size < need:
             idx, val = self.buffer = self._buffer(max(need, idx.size + idx.size // 2))
-        at = w.state[K.AVERAGE_SUM]
         n = K.changes(
             w.v,
             w.agreed,
             w.intercept,
             w.agreed_intercept,
-            area,
-            w.intercept_area,
-            at,
             self.flags,
             self.touched,
             self.n_touched,
@@ -126,8 +122,7 @@ class Exchange:
             idx,
             val,
         )
-        size = setup.size * (2 if averaging else 1)  # the areas follow the changes
-        mine = SparseVector(idx[:n], val[:n], size, check=False)
+        mine = SparseVector(idx[:n], val[:n], setup.size, check=False)
         self.change_entries += mine.nnz
         sent = self.outgoing(mine)
         self.sent_entries += sent.nnz
@@ -138,23 +133,22 @@ class Exchange:
             options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | self.calls
         self.calls += 1
         nprocs = self.comm.Get_size()
-        self.dense_bytes += 2 * (nprocs - 1) * size * val.itemsize // nprocs
+        self.dense_bytes += 2 * (nprocs - 1) * setup.size * val.itemsize // nprocs
         if setup.overlap:
-            request = collectives.iallreduce(sent, self.comm, **options)
-            self.pending = request, active, mine, at, w.state[K.AVERAGE_STEPS]
-            np.subtract(w.intercept, w.agreed_intercept, out=w.intercept_sent)
+            self.pending = collectives.iallreduce(sent, self.comm, **options), active, mine
             self.n_touched = 0
             return
         total = collectives.allreduce(sent, self.comm, **options)
-        total = self._settle(total, 1.0 / active, _EMPTY, at, w.state[K.AVERAGE_STEPS])
+        total = self._settle(total, 1.0 / active, _EMPTY)
         if self.listing:
-            K.copy_listed(w.v, w.agreed, self.touched, self.n_touched, total.indices)
+            K.adopt_listed(w.v, w.agreed, w.offsets, w.state, self.touched, self.n_touched,
+                           total.indices)  # fmt: skip
             self.n_touched = 0
         else:
-            np.copyto(w.v, w.agreed)
+            K.adopt(w.v, w.agreed, w.offsets, w.state)
         np.copyto(w.intercept, w.agreed_intercept)
 
-    def _settle(self, total, scale, mine, booked_at, booked_steps):
+    def _settle(self, total, scale, mine):
         w = self.weights
         if isinstance(total, np.ndarray):
             total = SparseVector.from_dense(total)
@@ -164,8 +158,6 @@ class Exchange:
             scale,
             mine.indices,
             mine.values,
-            booked_at,
-            booked_steps,
             self.params,
             w.state,
             w.v,
@@ -174,26 +166,25 @@ class Exchange:
             w.agreed_intercept,
             w.l1_applied,
             w.offsets,
-            w.average_intercept,
+            _NONE,
         )
         return total
 
     def finish(self):
         """Add the exchange in flight, if any (``overlap``): the agreed model takes the
         mean, and this rank's copy takes it instead of the changes it sent, keeping the
-        steps it took meanwhile. The average books the mean as made when it was sent."""
+        steps it took meanwhile."""
         if self.pending is None:
             return
-        request, active, mine, sent_at, sent_steps = self.pending
+        request, active, mine = self.pending
         self.pending = None
-        self._settle(request.wait(), 1.0 / active, mine, sent_at, sent_steps)
-        self.weights.intercept_sent[:] = 0.0
+        self._settle(request.wait(), 1.0 / active, mine)
 
     def end_epoch(self):
         """Nothing is in flight and every rank's copy is the agreed model."""
         self.finish()
         w = self.weights
-        np.copyto(w.v, w.agreed)
+        K.adopt(w.v, w.agreed, w.offsets, w.state)
         np.copyto(w.intercept, w.agreed_intercept)
 
     def outgoing(self, changes):

@@ -204,23 +204,24 @@ def change_weight(j, dv, params, state, model, l1_applied, offsets, booked_at):
             clipped = min(0.0, w + (state[L1_TOTAL] - l1_applied[j]))
         l1_applied[j] += clipped - w
         model[j] = clipped / wscale
-    if state[AVERAGE_SUM] >= 0.0:
+    if state[AVERAGE_SUM] >= 0.0 and offsets.size > 0:
         offsets[j] += booked_at * (model[j] - before)
 
 
 @njit(cache=True, nogil=True)
-def renormalize(state, model, copy, residual, offsets):
-    """Fold ``wscale`` into every array it scales: ``model`` (the weights the average
-    books), ``copy`` (a rank's own copy of them, or empty) and ``residual`` (or empty)."""
+def renormalize(state, v, agreed, residual, offsets):
+    """Fold ``wscale`` into every array it scales: ``v`` (this rank's weights, which the
+    average books), ``agreed`` (the model the ranks agreed on, or empty) and ``residual``
+    (or empty)."""
     scale = state[WSCALE]
-    if state[AVERAGE_SUM] >= 0.0:  # the summed weights S * model - offsets stay the same
-        for j in range(model.size):
-            offsets[j] -= state[AVERAGE_SUM] * model[j]
+    if state[AVERAGE_SUM] >= 0.0:  # the summed weights S * v - offsets stay the same
+        for j in range(offsets.size):
+            offsets[j] -= state[AVERAGE_SUM] * v[j]
         state[AVERAGE_SUM] = 0.0
-    for j in range(model.size):
-        model[j] *= scale
-    for j in range(copy.size):
-        copy[j] *= scale
+    for j in range(v.size):
+        v[j] *= scale
+    for j in range(agreed.size):
+        agreed[j] *= scale
     for j in range(residual.size):
         residual[j] *= scale
     state[WSCALE] = 1.0
@@ -247,10 +248,6 @@ def steps(
     offsets,
     average_intercept,
     agreed,
-    agreed_intercept,
-    area,
-    intercept_area,
-    intercept_sent,
     flags,
     touched,
     n_touched,
@@ -266,15 +263,13 @@ def steps(
     Step ``s`` takes the rows ``order[s * batch : (s + 1) * batch]`` (none once they run
     out): the mean of their gradients at the rate of the current sample time, after the L2
     shrink of one step, ``wscale *= 1 - eta * l2``; the sample time then advances by one.
-    With ``agreed`` empty the steps change the model itself and book the average in
-    ``offsets`` (per weight through :func:`change_weight` with L1). Otherwise they change
-    this rank's copy ``v`` (plain updates), and once averaging began also ``area`` (unless
-    empty): each change ``d`` of ``v[j]`` adds ``S * d`` (``S`` the running sum of
-    ``wscale``) to ``area[j]``, and every step adds
-    ``intercept - agreed_intercept - intercept_sent`` (its own change since the ranks
-    agreed, less what is in flight) to ``intercept_area``; the ranks book L1 and the
-    average when they exchange (:func:`settle`). With ``flags`` not empty, every weight the
-    steps change is listed once in ``touched`` (and flagged).
+    With ``agreed`` empty the steps change the model itself (L1 per weight through
+    :func:`change_weight`); otherwise this rank's copy ``v`` (plain updates: the ranks book
+    L1 when they exchange, :func:`settle`). Once averaging began, each change ``d`` of
+    ``v[j]`` adds ``S * d`` to ``offsets[j]`` (``S`` the running sum of ``wscale``) and
+    every step adds the intercepts to ``average_intercept``: the average is that of this
+    rank's own weights, step by step. With ``flags`` not empty, every weight the steps
+    change is listed once in ``touched`` (and flagged).
     """
     n_features = int(params[N_FEATURES])
     n_out = int(params[N_OUT])
@@ -313,11 +308,9 @@ def steps(
             state[AVERAGE_SUM] = 0.0
         averaging = state[AVERAGE_SUM] >= 0.0
         state[L1_TOTAL] += eta * params[L1]
-        # a rank's copy, or a model without L1: the changes are booked here, inline (the
-        # copy's into ``area``; the model's, averaging, into ``offsets``)
+        # a rank's copy, or a model without L1: the changes are booked here, inline
         plain = not alone or params[L1] == 0.0
-        ledger = offsets if alone else area
-        timed = averaging and ledger.size > 0
+        timed = averaging and offsets.size > 0
         scale = 1.0 / state[WSCALE]
         at = state[AVERAGE_SUM]
         for c in range(n_out):
@@ -335,7 +328,7 @@ def steps(
                         change = step * data[k]
                         v[j] -= change
                         if timed:
-                            ledger[j] -= at * change
+                            offsets[j] -= at * change
                         if listing and not flags[j]:
                             flags[j] = True
                             touched[n_touched] = j
@@ -355,55 +348,34 @@ def steps(
         if averaging:
             state[AVERAGE_SUM] += state[WSCALE]
             state[AVERAGE_STEPS] += 1
-            booked = intercept if alone else agreed_intercept
             for c in range(n_out):
-                average_intercept[c] += booked[c]
-            for c in range(intercept_area.size):
-                intercept_area[c] += intercept[c] - agreed_intercept[c] - intercept_sent[c]
+                average_intercept[c] += intercept[c]
         state[T] += 1.0
     return loss_sum, n_touched, stop
 
 
 @njit(cache=True, nogil=True)
-def count_changes(v, agreed, area):
+def count_changes(v, agreed):
     """How many weights :func:`changes` finds in one pass over the model."""
     n = 0
     for j in range(v.size):
-        n += v[j] != agreed[j] or (area.size > 0 and area[j] != 0.0)
+        n += v[j] != agreed[j]
     return n
 
 
 @njit(cache=True, nogil=True)
 def changes(
-    v,
-    agreed,
-    intercept,
-    agreed_intercept,
-    area,
-    intercept_area,
-    at,
-    flags,
-    touched,
-    n_touched,
-    n_changed,
-    out_idx,
-    out_val,
+    v, agreed, intercept, agreed_intercept, flags, touched, n_touched, n_changed, out_idx, out_val
 ):
     """This rank's changes since the ranks last agreed, as a sparse vector: the weights
-    where ``v - agreed`` (or, averaging, ``area``) is not zero, then every intercept's, at
-    index ``v.size + c``. With ``area`` not empty (averaging) the areas follow, each at its
-    change's index plus the weights and intercepts: ``at * change - area[j]`` (``at``: the
-    running sum of ``wscale`` now), then ``intercept_area``; both are cleared.
+    where ``v - agreed`` is not zero, then every intercept's, at index ``v.size + c``.
 
     The weights come from the ``touched`` list (sorted there, flags cleared) when
     ``flags`` is not empty, else from one pass over the model. ``n_changed`` bounds their
-    number (``n_touched``, or :func:`count_changes`); the output needs room for twice that
-    and the intercepts. Returns the entries written.
+    number (``n_touched``, or :func:`count_changes`); the output needs room for that and
+    the intercepts. Returns the entries written.
     """
     n_weights, n_out = v.size, intercept.size
-    total = n_weights + n_out
-    parked = n_changed + n_out  # the weights' areas wait here until their place is known
-    timed = area.size > 0
     n = 0
     count = n_touched if flags.size else n_weights
     if flags.size:
@@ -412,37 +384,44 @@ def changes(
         j = touched[i] if flags.size else i
         if flags.size:
             flags[j] = False
-        if v[j] != agreed[j] or (timed and area[j] != 0.0):
+        if v[j] != agreed[j]:
             out_idx[n] = j
             out_val[n] = v[j] - agreed[j]
-            if timed:
-                out_val[parked + n] = area[j]
-                area[j] = 0.0
             n += 1
     for c in range(n_out):
         out_idx[n + c] = n_weights + c
         out_val[n + c] = intercept[c] - agreed_intercept[c]
-    if not timed:
-        return n + n_out
-    base = n + n_out  # <= parked: a forward copy reads each parked area before writing it
-    for i in range(n):
-        out_idx[base + i] = total + out_idx[i]
-        out_val[base + i] = at * out_val[i] - out_val[parked + i]
-    for c in range(n_out):
-        out_idx[base + n + c] = total + n_weights + c
-        out_val[base + n + c] = intercept_area[c]
-        intercept_area[c] = 0.0
-    return 2 * (n + n_out)
+    return n + n_out
 
 
 @njit(cache=True, nogil=True)
-def copy_listed(v, agreed, touched, n_touched, idx):
-    """``v[j] = agreed[j]`` for the ``touched`` weights and the weights in ``idx``."""
+def _adopt_weight(j, v, agreed, offsets, at):
+    """``v[j] = agreed[j]``, the jump booked into the average (``at`` >= 0: averaging)."""
+    if at >= 0.0 and offsets.size > 0:
+        offsets[j] += at * (agreed[j] - v[j])
+    v[j] = agreed[j]
+
+
+@njit(cache=True, nogil=True)
+def adopt(v, agreed, offsets, state):
+    """This rank's copy takes the agreed model, every weight that differs booked into
+    its average as changed now."""
+    at = state[AVERAGE_SUM]
+    for j in range(v.size):
+        if v[j] != agreed[j]:
+            _adopt_weight(j, v, agreed, offsets, at)
+
+
+@njit(cache=True, nogil=True)
+def adopt_listed(v, agreed, offsets, state, touched, n_touched, idx):
+    """:func:`adopt` for the ``touched`` weights and the weights in ``idx`` only (the
+    others are equal)."""
+    at = state[AVERAGE_SUM]
     for i in range(n_touched):
-        v[touched[i]] = agreed[touched[i]]
+        _adopt_weight(touched[i], v, agreed, offsets, at)
     for e in range(idx.size):
         if idx[e] < v.size:
-            v[idx[e]] = agreed[idx[e]]
+            _adopt_weight(idx[e], v, agreed, offsets, at)
 
 
 @njit(cache=True, nogil=True)
@@ -452,8 +431,6 @@ def settle(
     scale,
     own_idx,
     own_val,
-    booked_at,
-    booked_steps,
     params,
     state,
     v,
@@ -462,64 +439,48 @@ def settle(
     agreed_intercept,
     l1_applied,
     offsets,
-    average_intercept,
+    no_offsets,
 ):
     """Add ``scale`` times the ranks' summed changes ``(idx, val)`` to the agreed model,
-    with L1 booked, and to the average: each change as made when the running sum of
-    ``wscale`` was ``booked_at`` (the intercepts' when ``booked_steps`` steps were
-    averaged), plus ``scale`` times the summed areas that follow the changes
-    (:func:`changes`): what the ranks' own copies held meanwhile.
+    with L1 booked (the agreed model is no rank's own: it books no average;
+    ``no_offsets`` is an empty array).
 
     With ``own_idx`` not empty the changes travelled while this rank took more steps: its
     copy takes the agreed model's change in place of its own changes ``(own_idx,
-    own_val)`` and keeps the steps taken since. (Otherwise the caller makes the copy the
-    agreed model.)
+    own_val)`` and keeps the steps taken since, both booked into its average as changed
+    now. (Otherwise the caller makes the copy the agreed model: :func:`adopt`.)
     """
     n_weights = agreed.size
-    total = n_weights + agreed_intercept.size  # the changes' indices; the areas' follow
     late = own_idx.size > 0
+    at = state[AVERAGE_SUM]
+    timed = at >= 0.0 and offsets.size > 0
     for e in range(own_idx.size):
         j = own_idx[e]
         if j < n_weights:
             v[j] -= own_val[e]
-        elif j < total:
+            if timed:
+                offsets[j] -= at * own_val[e]
+        else:
             intercept[j - n_weights] -= own_val[e]
-    averaging = state[AVERAGE_SUM] >= 0.0
     end = np.searchsorted(idx, n_weights)
-    last = np.searchsorted(idx, total)
-    for e in range(end, last):
+    for e in range(end, idx.size):
         c = idx[e] - n_weights
         change = val[e] * scale
         agreed_intercept[c] += change
-        if averaging:
-            average_intercept[c] += (state[AVERAGE_STEPS] - booked_steps) * change
         if late:
             intercept[c] += change
-    for e in range(last, idx.size):
-        j = idx[e] - total
-        if j < n_weights:
-            offsets[j] -= val[e] * scale
+    for e in range(end):
+        j = idx[e]
+        before = agreed[j]
+        if params[L1] > 0.0:
+            change_weight(j, val[e] * scale, params, state, agreed, l1_applied, no_offsets, 0.0)
         else:
-            average_intercept[j - n_weights] += val[e] * scale
-    if params[L1] > 0.0 or late:
-        now = state[AVERAGE_SUM]  # L1's truncations count from now
-        for e in range(end):
-            j = idx[e]
-            change = val[e] * scale
-            before = agreed[j]
-            change_weight(j, change, params, state, agreed, l1_applied, offsets, now)
-            if averaging:
-                offsets[j] -= (now - booked_at) * change
-            if late:
-                v[j] += agreed[j] - before
-    elif averaging:  # as change_weight does, without L1
-        for e in range(end):
-            change = val[e] * scale
-            agreed[idx[e]] += change
-            offsets[idx[e]] += booked_at * change
-    else:
-        for e in range(end):
-            agreed[idx[e]] += val[e] * scale
+            agreed[j] += val[e] * scale
+        if late:
+            jump = agreed[j] - before
+            v[j] += jump
+            if timed:
+                offsets[j] += at * jump
 
 
 @njit(cache=True, nogil=True)

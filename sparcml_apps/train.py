@@ -429,7 +429,9 @@ def finish(
     }
     if model.resumed_from_ is not None:
         before = model.n_iter_ - len(rows)
-        print(f"resumed from {model.resumed_from_} ({before} epochs finished before it)", flush=True)
+        print(
+            f"resumed from {model.resumed_from_} ({before} epochs finished before it)", flush=True
+        )
     accuracy = metrics["test_accuracy"]
     print(
         f"test accuracy {accuracy:.4f}" if accuracy is not None else "no test rows",

@@ -11,8 +11,9 @@ so the changes exchanged stay sparse. On a single rank without compression there
 nothing to exchange: the steps change the model directly (with L1 and averaging booked
 per weight).
 
-With several ranks, L1 and the average are booked on the agreed model when the ranks
-exchange; the average sums the agreed model at every step. With ``diagnostics`` (and
+With several ranks, L1 is booked on the agreed model when the ranks exchange; each rank
+averages its own weights (every step's, the jumps to the agreed model included), and the
+ranks take the mean of their averages when the model is read. With ``diagnostics`` (and
 TopK), every exchange also measures the quantities of the TopK analysis
 (:mod:`sparcml_apps.diagnostics`).
 """
@@ -123,9 +124,6 @@ class Weights:
     average_intercept: np.ndarray = field(default_factory=lambda: _NONE)
     agreed: np.ndarray = field(default_factory=lambda: _NONE)  # several ranks
     agreed_intercept: np.ndarray = field(default_factory=lambda: _NONE)
-    area: np.ndarray = field(default_factory=lambda: _NONE)  # several ranks, averaging
-    intercept_area: np.ndarray = field(default_factory=lambda: _NONE)
-    intercept_sent: np.ndarray = field(default_factory=lambda: _NONE)  # in flight (overlap)
     average_start: int = 0  # the sample time averaging starts at, once chosen
     period: int = 0  # local steps between exchanges, once chosen
     listing: bool = False  # find a rank's changes from a list of the weights it touched
@@ -180,27 +178,37 @@ class Weights:
         if exchanging and self.agreed.size == 0:
             self.agreed = self.v.copy()
             self.agreed_intercept = self.intercept.copy()
-            self.intercept_sent = np.zeros_like(self.intercept)
-        if exchanging and setup.average and setup.compression is None and self.area.size == 0:
-            self.area = np.zeros_like(self.v)
-            self.intercept_area = np.zeros_like(self.intercept)
 
     def coef(self):
         """The current weights, shape (n_out, n_features)."""
         return (self.state[K.WSCALE] * self.v).reshape(self.intercept.size, -1)
 
-    def averaged(self):
-        """The averaged weights and intercepts (the current ones before averaging began)."""
+    def averaged(self, comm=None, *, agree=False):
+        """The averaged weights and intercepts (the current ones before averaging began).
+
+        With several ranks of ``comm`` (every rank calls it, between epochs, when every
+        rank's copy ``v`` is the agreed model) each rank holds the sums of the average of
+        its own weights: the average is the mean of the ranks' (one dense allreduce of the
+        model). With ``agree``, every rank's sums become that mean, so that every rank
+        then holds the same state (at the end of a fit)."""
         steps = self.state[K.AVERAGE_STEPS]
         if steps == 0:
             return self.coef(), self.intercept.copy()
-        total = self.state[K.AVERAGE_SUM] * self.v - self.offsets
-        return total.reshape(self.intercept.size, -1) / steps, self.average_intercept / steps
+        n = self.v.size
+        sums = np.concatenate([self.state[K.AVERAGE_SUM] * self.v - self.offsets,
+                               self.average_intercept])  # fmt: skip
+        if comm is not None and comm.Get_size() > 1:
+            sums = collectives.allreduce(sums, comm, algorithm="dense") / comm.Get_size()
+            if agree:
+                np.subtract(self.state[K.AVERAGE_SUM] * self.v, sums[:n], out=self.offsets)
+                self.average_intercept[:] = sums[n:]
+        coef = sums[:n].reshape(self.intercept.size, -1) / steps
+        return coef, sums[n:] / steps
 
 
 _ARRAYS = (
     "v", "intercept", "state", "l1_applied", "offsets", "average_intercept", "agreed",
-    "agreed_intercept", "area", "intercept_area", "intercept_sent", "residual", "in_support",
+    "agreed_intercept", "residual", "in_support",
 )  # fmt: skip
 _NUMBERS = ("epochs", "average_start", "period", "listing", "n_support")
 
@@ -371,10 +379,6 @@ class _Epochs:
             w.offsets,
             w.average_intercept,
             w.agreed,
-            w.agreed_intercept,
-            w.area,
-            w.intercept_area,
-            w.intercept_sent,
             exchange.flags if exchange else _FLAGS,
             exchange.touched if exchange else _TOUCHED,
             exchange.n_touched if exchange else 0,
@@ -387,9 +391,8 @@ class _Epochs:
 
     def _renormalize(self):
         w = self.weights
-        model, copy = (w.agreed, w.v) if self.exchanging else (w.v, _NONE)
         residual = w.residual if w.residual is not None else _NONE
-        K.renormalize(w.state, model, copy, residual, w.offsets)
+        K.renormalize(w.state, w.v, w.agreed, residual, w.offsets)
 
 
 PAUSE_STEPS = 4096
@@ -442,13 +445,15 @@ def train(
         loss_sum = epochs.run(order, stats, progress, pause)
         progress.step, progress.loss_sum, progress.stats, progress.exchange = 0, 0.0, {}, {}
         progress.seconds = 0.0
-        if setup.l1 > 0:
-            model = weights.agreed if weights.agreed.size else weights.v
+        if setup.l1 > 0 and weights.agreed.size:  # the agreed model, then the copy
             K.apply_l1_everywhere(
-                epochs.params, weights.state, model, weights.l1_applied, weights.offsets
+                epochs.params, weights.state, weights.agreed, weights.l1_applied, _NONE
             )
-            if model is not weights.v:
-                np.copyto(weights.v, model)
+            K.adopt(weights.v, weights.agreed, weights.offsets, weights.state)
+        elif setup.l1 > 0:
+            K.apply_l1_everywhere(
+                epochs.params, weights.state, weights.v, weights.l1_applied, weights.offsets
+            )
         sums = [loss_sum, float(row_weight.sum()), weights.state[K.CLIPPED] - progress.clipped]
         if validation is not None:
             sums += validation_sums(validation, weights, setup)

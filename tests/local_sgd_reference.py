@@ -10,7 +10,8 @@ alike. On one rank
 without compression the steps change the model itself (L1 clipped on the touched
 weights, the average summing the model); otherwise each rank changes its own copy, and
 at an exchange the agreed model takes the mean over the ranks that held rows in the
-period, L1 clipped where it changed, the average summing the agreed model.
+period, L1 clipped where it changed; each rank's average sums its own copy after every
+step, and the model's average is the mean of the ranks'.
 """
 
 import numpy as np
@@ -90,13 +91,10 @@ def reference_fit(
     if average == "auto":
         average = steps + 1
     t, l1_total, l1_applied = 1.0, 0.0, np.zeros(width)
-    sums, intercept_sum, averaged_steps = np.zeros(width), 0.0, 0
-    # per rank, the summed own changes of the period's averaged steps (weights, intercept)
-    areas = [np.zeros(width) for _ in blocks]
-    intercept_areas = [0.0] * nprocs
+    # each rank's sums of its own weights and intercept over the averaged steps
+    sums, intercept_sums, averaged_steps = [np.zeros(width) for _ in blocks], [0.0] * nprocs, 0
     gammas, xis = [], []
-    # with overlap: the mean change in flight, its intercept's, each rank's own changes, and
-    # the sum of the change over the averaged steps since it was sent (weights, intercept)
+    # with overlap: the mean change in flight, its intercept's, each rank's own changes
     pending = None
 
     def clip(model, columns):
@@ -117,15 +115,6 @@ def reference_fit(
         if l1_ratio > 0:
             clip(w, np.flatnonzero(change))
         return w - before
-
-    def book_areas(active):
-        nonlocal intercept_sum
-        if averaged_steps:
-            sums[:] += np.sum(areas, axis=0) / active
-            intercept_sum += sum(intercept_areas) / active
-        for p in range(nprocs):
-            areas[p][:] = 0.0
-            intercept_areas[p] = 0.0
 
     for _ in range(epochs):
         gammas.append([])
@@ -152,9 +141,9 @@ def reference_fit(
                 copies[p] *= factor
                 residuals[p] *= factor
             if pending is not None:  # changes in flight shrink with the weights
-                change, intercept_change, mine, area, intercept_area = pending
+                change, intercept_change, mine = pending
                 mine = [(m * factor, i) for m, i in mine]
-                pending = change * factor, intercept_change, mine, area, intercept_area
+                pending = change * factor, intercept_change, mine
             l1_total += eta * alpha * l1_ratio
             averaging = average and t >= average
             for p, (X, _) in enumerate(blocks):
@@ -168,17 +157,10 @@ def reference_fit(
                     copies[p] -= rows.T @ coefs[p]
                     intercepts[p] -= coefs[p].sum() * intercept_decay
             if averaging:
-                sums += w
-                intercept_sum += b
                 averaged_steps += 1
-                for p in range(nprocs if k is None else 0):  # TopK: the agreed model's
-                    own_w, own_b = pending[2][p] if pending is not None else (0.0, 0.0)
-                    areas[p] += copies[p] - w - own_w
-                    intercept_areas[p] += intercepts[p] - b - own_b
-                if pending is not None:
-                    change, intercept_change, mine, area, intercept_area = pending
-                    pending = (change, intercept_change, mine, area + change,
-                               intercept_area + intercept_change)  # fmt: skip
+                for p in range(nprocs):
+                    sums[p] += w if alone else copies[p]
+                    intercept_sums[p] += b if alone else intercepts[p]
             t += 1
             if alone or not ((step + 1) % period == 0 or step + 1 == steps):
                 continue
@@ -186,16 +168,12 @@ def reference_fit(
             first = step + 1 - ((step % period) + 1)
             active = sum(n > first * batch for n in counts)
             if pending is not None:  # the copies take the agreed model's change instead
-                change, intercept_change, mine, area, intercept_area = pending
+                change, intercept_change, mine = pending
                 applied = settle(change, intercept_change)
-                if averaged_steps:
-                    sums += area
-                    intercept_sum += intercept_area
                 for p in range(nprocs):
                     copies[p] += applied - mine[p][0]
                     intercepts[p] += intercept_change - mine[p][1]
                 pending = None
-            book_areas(active)
             mine = [(copies[p] - w, intercepts[p] - b) for p in range(nprocs)]
             sents, accs = [], []
             for p in range(nprocs):
@@ -213,7 +191,7 @@ def reference_fit(
             change = np.sum(sents, axis=0) / active
             intercept_change = sum(m[1] for m in mine) / active
             if overlap and step + 1 < steps:
-                pending = change, intercept_change, mine, np.zeros(width), 0.0
+                pending = change, intercept_change, mine
                 continue
             settle(change, intercept_change)
             for p in range(nprocs):
@@ -225,7 +203,9 @@ def reference_fit(
             copies[p] = w.copy()
             intercepts[p] = b
     if average and averaged_steps:
-        return sums / averaged_steps, intercept_sum / averaged_steps, gammas, xis
+        mean = np.mean(sums, axis=0) if not alone else sums[0]
+        intercept = np.mean(intercept_sums) if not alone else intercept_sums[0]
+        return mean / averaged_steps, intercept / averaged_steps, gammas, xis
     return w, b, gammas, xis
 
 

@@ -71,7 +71,7 @@ def test_overlap_and_quantization_keep_ranks_identical_and_accurate(tmp_path):
     assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again, strict=True))
     exact = spmd_models(tmp_path, 3, seeds, *common)
     assert all(a.tobytes() != b.tobytes() for a, b in zip(first, exact, strict=True))
-    # 4-bit values of the changes and of their areas (averaging) cost a little accuracy:
+    # 4-bit values of the changes cost a little accuracy:
     # at most half a point over three seeds
     quantized = np.mean([accuracy(m, Xt, yt) for m in first])
     assert quantized >= np.mean([accuracy(m, Xt, yt) for m in exact]) - 0.005
