@@ -81,8 +81,8 @@ def test_sbatch_script():
     assert max(i for i, line in enumerate(lines) if line.startswith("#SBATCH")) < first_command
     commands = [line for line in lines[first_command:] if not line.lstrip().startswith("#")]
     launch = " ".join(commands).replace("\\", " ")
-    words = shlex.split(launch[launch.index("srun") :])
-    assert words[:2] == ["srun", "--mpi=pmi2"]
+    words = shlex.split(launch[launch.index("mpiexec") :])
+    assert words[:3] == ["mpiexec", "-n", "$SLURM_NTASKS"]
     assert words[words.index("sparcml") + 1] == "train" and words[-1] == "$@"
 
 
