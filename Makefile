@@ -25,7 +25,7 @@ demo: $(VENV)/.installed-
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
 
-# Every table and plot of docs/results.md, in about 30 minutes (QUICK=1: a few minutes,
+# Every table and plot of docs/results.md, in about 2 hours (QUICK=1: a few minutes,
 # into results/quick). Emulated links need root; without it those runs are skipped.
 RESULTS := $(if $(QUICK),results/quick,docs/results)
 BENCH := $(BIN)/python -m sparcml_apps.bench
@@ -36,6 +36,7 @@ CALIBRATED := $(RESULTS)/calibration.json
 CALIBRATED_1GBIT := $(RESULTS)/calibration-1gbit.json
 bench: $(VENV)/.installed-test,bench peers
 	$(BENCH) peers $(B) --datasets $(if $(A9A),$(A9A)$(COMMA)$(A9A).t) url-like url-like-dense
+	$(BENCH) scaling $(B) $(if $(QUICK),,--datasets url-like url-like-dense $(if $(A9A),$(A9A)$(COMMA)$(A9A).t))
 	$(BENCH) train $(B) $(if $(QUICK),,--datasets url-like $(if $(A9A),$(A9A)$(COMMA)$(A9A).t --n-features 123))
 	$(BENCH) calibrate --path $(CALIBRATED) $(if $(QUICK),--quick)
 	SPARCML_CALIBRATION=$(CALIBRATED) $(BENCH) allreduce $(B)

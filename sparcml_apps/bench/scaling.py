@@ -222,7 +222,7 @@ def summarize(records, args):
                     np.mean([r["points"][-1]["seconds"] / r["points"][-1]["epoch"] for r in runs])
                 ),
                 "mb_sent_per_epoch": float(
-                    np.mean([r["points"][-1]["bytes_sent"] for r in runs]) / 1e6 / epochs[0, -1]
+                    np.mean([[p["bytes_sent"] for p in r["points"]] for r in runs]) / 1e6
                 ),
                 "local_steps": runs[0].get("local_steps"),
                 "curve": {
@@ -281,7 +281,7 @@ def report(summary, args):
         lines.append(
             f"| {s['dataset']} | {s['network']} | {s['nprocs']} | {s['system']} | {shown} "
             f"| {ratio} | {s['seconds_per_epoch']:.3f} | {s['final_accuracy']:.4f} "
-            f"| {s['largest_fall'] * 100:.2f} | {defaults} | {s['mb_sent_per_epoch']:.1f} "
+            f"| {s['largest_fall'] * 100:.2f} | {defaults} | {s['mb_sent_per_epoch']:.2f} "
             f"| {s['local_steps'] if s['local_steps'] is not None else ''} |"
         )
     targets = dict.fromkeys((s["dataset"], s["target"]) for s in summary)
