@@ -102,18 +102,23 @@ def test_train_sbatch_trains_on_two_ranks(slurm_env, tmp_path):
     X_test, y_test = rows(test)
     assert metrics["test_accuracy"] == pytest.approx(model.score(X_test, y_test), abs=1e-12)
     # the same model, bit for bit, as two local ranks give
+    assert_same_as_two_local_ranks(slurm_env, tmp_path, model, SMALL)
+    # and about as accurate as one process trained on all the training rows
+    alone = estimator(options, None).fit(*rows(train)).score(X_test, y_test)
+    assert alone > 0.7 and abs(metrics["test_accuracy"] - alone) < 0.05
+
+
+def assert_same_as_two_local_ranks(env, tmp_path, model, options):
+    """``sparcml train --ranks 2 OPTIONS`` here gives ``model``, bit for bit."""
     local = subprocess.run(
-        [BIN / "sparcml", "train", "--ranks", "2", *SMALL, "--model", tmp_path / "local.joblib",
-         "--metrics", tmp_path / "local.json"],
-        capture_output=True, text=True, timeout=120, env=slurm_env,
+        [BIN / "sparcml", "train", "--ranks", "2", *options, "--model",
+         tmp_path / "local.joblib", "--metrics", tmp_path / "local.json"],
+        capture_output=True, text=True, timeout=180, env=env,
     )  # fmt: skip
     assert local.returncode == 0, local.stdout + local.stderr
     reference = joblib.load(tmp_path / "local.joblib")
     assert model.coef_.tobytes() == reference.coef_.tobytes()
     assert model.intercept_.tobytes() == reference.intercept_.tobytes()
-    # and about as accurate as one process trained on all the training rows
-    alone = estimator(options, None).fit(*rows(train)).score(X_test, y_test)
-    assert alone > 0.7 and abs(metrics["test_accuracy"] - alone) < 0.05
 
 
 def rows(source):
@@ -153,16 +158,8 @@ def test_a_requeued_job_resumes_from_its_checkpoint(slurm_env, tmp_path):
     metrics = json.loads((tmp_path / f"sparcml-metrics-{job}.json").read_text())
     assert metrics["epochs"] == 40 and metrics["resumed_from"].startswith(folder)
     # the same model, bit for bit, as two local ranks never stopped
-    local = subprocess.run(
-        [BIN / "sparcml", "train", "--ranks", "2", *LONG, "--model", tmp_path / "local.joblib",
-         "--metrics", tmp_path / "local.json"],
-        capture_output=True, text=True, timeout=180, env=slurm_env,
-    )  # fmt: skip
-    assert local.returncode == 0, local.stdout + local.stderr
     model = joblib.load(tmp_path / f"sparcml-model-{job}.joblib")
-    reference = joblib.load(tmp_path / "local.joblib")
-    assert model.coef_.tobytes() == reference.coef_.tobytes()
-    assert model.intercept_.tobytes() == reference.intercept_.tobytes()
+    assert_same_as_two_local_ranks(slurm_env, tmp_path, model, LONG)
 
 
 def wait_for(condition, seconds):

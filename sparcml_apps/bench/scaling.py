@@ -27,6 +27,7 @@ from .. import netem
 from ..datasets import GENERATORS
 from . import _peer_data
 from ._output import add_out_argument, apply_quick, draw, write
+from .train import add_cell_arguments, cells
 
 RANKS_MODULE = "sparcml_apps.bench._scaling_ranks"
 QUICK = {
@@ -58,16 +59,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--features", type=int, default=3_231_961, help="a generator's columns (default: 3231961)"
     )
-    parser.add_argument(
-        "--nprocs", type=int, nargs="+", default=[1, 2, 4], help="numbers of ranks (default: 1 2 4)"
-    )
-    parser.add_argument(
-        "--networks",
-        nargs="+",
-        default=["shm", "10gbit", "1gbit"],
-        help="'shm' (one node) and tc rates of emulated links, each at every P > 1 "
-        "(default: shm 10gbit 1gbit)",
-    )
+    add_cell_arguments(parser)
     parser.add_argument("--seeds", type=int, default=5, help="seeds a cell (default: 5)")
     parser.add_argument("--epochs", type=int, default=10, help="epochs a fit (default: 10)")
     parser.add_argument(
@@ -113,14 +105,6 @@ def prepare(spec, folder, args):
     return name, stems, {**shape, "n_features": parts[0][0].shape[1]}
 
 
-def cells(args):
-    """(nprocs, network) pairs to run: shared memory at every P, links at P > 1."""
-    for nprocs in args.nprocs:
-        for network in args.networks:
-            if network == "shm" or nprocs > 1:
-                yield nprocs, network
-
-
 def run_cell(stems, nprocs, network, args):
     """The records of one cell, a system and seed each."""
     options = [
@@ -142,11 +126,7 @@ def run_cell(stems, nprocs, network, args):
 
 def run(args):
     apply_quick(args, QUICK)
-    for network in list(args.networks):
-        reason = None if network == "shm" else netem.skip_reason(network)
-        if reason:
-            print(f"skipping the {network} links: {reason}")
-            args.networks.remove(network)
+    grid = cells(args)
     for spec in args.datasets:  # a dataset that cannot be read fails before any run
         _peer_data.check(spec)
     records = []
@@ -154,7 +134,7 @@ def run(args):
         for spec in args.datasets:
             print(f"writing the rows of {spec} ...", flush=True)
             name, stems, shape = prepare(spec, folder, args)
-            for nprocs, network in cells(args):
+            for nprocs, network in grid:
                 for record in run_cell(stems, nprocs, network, args):
                     record.update(dataset=name, network=network, **shape)
                     records.append(record)

@@ -79,16 +79,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--loss", default="log_loss", choices=["log_loss", "hinge"], help="(default: log_loss)"
     )
-    parser.add_argument(
-        "--nprocs", type=int, nargs="+", default=[1, 2, 4], help="numbers of ranks (default: 1 2 4)"
-    )
-    parser.add_argument(
-        "--networks",
-        nargs="+",
-        default=["shm", "1gbit", "10gbit"],
-        help="'shm' (one node) and tc rates of emulated links, each at every P > 1 "
-        "(default: shm 1gbit 10gbit)",
-    )
+    add_cell_arguments(parser)
     parser.add_argument(
         "--methods",
         nargs="+",
@@ -170,12 +161,34 @@ def run_methods(nprocs, methods, options, *, rate=None, timeout=3600):
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
+def add_cell_arguments(parser):
+    """--nprocs and --networks: the cells of a grid of ranks and networks."""
+    parser.add_argument(
+        "--nprocs", type=int, nargs="+", default=[1, 2, 4], help="numbers of ranks (default: 1 2 4)"
+    )
+    parser.add_argument(
+        "--networks",
+        nargs="+",
+        default=["shm", "10gbit", "1gbit"],
+        help="'shm' (one node) and tc rates of emulated links, each at every P > 1 "
+        "(default: shm 10gbit 1gbit)",
+    )
+
+
 def cells(args):
-    """(nprocs, network) pairs to run: shared memory at every P, links at P > 1."""
-    for nprocs in args.nprocs:
-        for network in args.networks:
-            if network == "shm" or nprocs > 1:
-                yield nprocs, network
+    """(nprocs, network) pairs to run: shared memory at every P, links at P > 1 (those
+    that cannot be made here are left out, saying why)."""
+    for network in list(args.networks):
+        reason = None if network == "shm" else netem.skip_reason(network)
+        if reason:
+            print(f"skipping the {network} links: {reason}")
+            args.networks.remove(network)
+    return [
+        (nprocs, network)
+        for nprocs in args.nprocs
+        for network in args.networks
+        if network == "shm" or nprocs > 1
+    ]
 
 
 def methods_at(nprocs, chosen):
@@ -188,11 +201,7 @@ def methods_at(nprocs, chosen):
 def run(args):
     apply_quick(args, QUICK)
     records = []
-    for network in args.networks:
-        reason = None if network == "shm" else netem.skip_reason(network)
-        if reason:
-            print(f"skipping the {network} links: {reason}")
-            args.networks = [n for n in args.networks if n != network]
+    grid = cells(args)
     for dataset in args.datasets:  # a dataset that cannot be read fails before any run
         if dataset != "url-like":
             Source(dataset.partition(",")[0], n_features=args.n_features).width()
@@ -203,7 +212,7 @@ def run(args):
             max_seconds=args.max_seconds, parts=args.parts, dataset=dataset,
             n_features=args.n_features,
         )  # fmt: skip
-        for nprocs, network in cells(args):
+        for nprocs, network in grid:
             rate = None if network == "shm" else network
             for record in run_methods(nprocs, methods_at(nprocs, args.methods), options, rate=rate):
                 record.update(dataset=_name(dataset), network=network)
