@@ -38,12 +38,17 @@ def data(kind, scale):
     return X * 10 ** rng.uniform(-1, 1.5, X.shape[1]) + rng.uniform(-5, 5, X.shape[1]), y
 
 
-def cases():
+def cases(full=False):
+    """Every loss with every learning rate and scaling; with ``full`` every penalty too,
+    else one penalty each, in turn, so that every penalty meets every loss, every rate
+    and every scaling."""
     for kind, losses in (("classifier", CLASSIFIER_LOSSES), ("regressor", REGRESSOR_LOSSES)):
-        for loss, rate, penalty, scale in itertools.product(
-            losses, LEARNING_RATES, PENALTIES, SCALES
+        for (i, loss), (j, rate), (k, scale) in itertools.product(
+            enumerate(losses), enumerate(LEARNING_RATES), enumerate(SCALES)
         ):
-            yield kind, loss, rate, penalty, scale
+            penalties = PENALTIES if full else [PENALTIES[(i + j + k) % len(PENALTIES)]]
+            for penalty in penalties:
+                yield kind, loss, rate, penalty, scale
 
 
 def name(case):
@@ -68,12 +73,12 @@ def score(estimator, X, y, rows=slice(None)):
     return float(estimator.score(X, y)), stopped
 
 
-def scores(ours, comm=None, rows=slice(None), seeds=SEEDS):
+def scores(ours, comm=None, rows=slice(None), seeds=SEEDS, full=False):
     """``{case name: (median score over seeds, whether most fits stopped before
-    max_iter)}``: scikit-learn's, or with ``ours`` sparcml's on ``comm`` with this rank's
-    ``rows`` (a slice)."""
+    max_iter)}`` over the :func:`cases`: scikit-learn's, or with ``ours`` sparcml's on
+    ``comm`` with this rank's ``rows`` (a slice)."""
     out = {}
-    for case in cases():
+    for case in cases(full):
         kind, loss, rate, penalty, scale = case
         X, y = data(kind, scale)
         options = {"loss": loss, "learning_rate": rate, "penalty": penalty}

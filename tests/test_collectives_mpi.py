@@ -11,10 +11,8 @@ pytestmark = pytest.mark.usefixtures("compiled_kernels")
         (2, "auto"),
         (3, "auto"),
         (4, "auto"),
-        (5, "auto"),
         (8, "auto"),
         (2, "nap"),
-        (3, "poll"),
     ],
 )
 def test_every_algorithm_equals_mpi_allreduce(nprocs, wait):

@@ -31,7 +31,7 @@ def accuracy(model_vector, X, y):
 
 
 @needs_a9a
-@pytest.mark.parametrize("loss", ["log_loss", "hinge"])
+@pytest.mark.parametrize("loss", ["hinge"])  # log_loss: four Dask workers, test_cluster_mpi
 def test_four_ranks_reach_the_in_process_accuracy(tmp_path, loss):
     X, y = load_svmlight_file(LIBSVM / "a9a", n_features=123)
     Xt, yt = load_svmlight_file(LIBSVM / "a9a.t", n_features=123)

@@ -221,7 +221,8 @@ def test_a_worker_that_crashes(tmp_path):
     assert_nothing_left(pids)
 
 
-def test_a_worker_that_stops_responding(tmp_path):
+def test_a_worker_that_stops_responding(tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs, "SILENCE_SECONDS", 4.0)  # three missed heartbeats, not nine
     error, pids, seconds = paused_fit(tmp_path, lambda pids: os.kill(pids[1], signal.SIGSTOP))
     assert seconds < 30
     assert f"rank 1 failed: its worker process (pid {pids[1]}) sent no heartbeat for" in str(error)

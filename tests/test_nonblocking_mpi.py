@@ -4,7 +4,7 @@ from mpirun import run_mpi
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 
 
-@pytest.mark.parametrize("nprocs", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 def test_iallreduce_equals_allreduce_in_order_and_errors_reach_all(nprocs):
     result = run_mpi("check_iallreduce.py", nprocs, timeout=240)
     for rank in range(nprocs):
@@ -20,7 +20,7 @@ def test_a_waiting_rank_leaves_its_core(nprocs):
     assert cpu < 0.2, result.report()
 
 
-@pytest.mark.parametrize("nprocs", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 def test_quantized_allreduce_is_unbiased_bounded_and_small(nprocs):
     result = run_mpi("check_quantized.py", nprocs, timeout=240)
     for rank in range(nprocs):

@@ -172,7 +172,11 @@ def fit_resumed(script, nprocs, folder, mode, *args):
     return json.loads(result.stdout[0 if script == "fit_resumed.py" else 1].splitlines()[-1])
 
 
-@pytest.mark.parametrize("seconds", ["none", "0.000001"], ids=["after-epochs", "within-epochs"])
+@pytest.mark.parametrize(
+    "seconds",
+    [pytest.param("none", marks=pytest.mark.bench), "0.000001"],
+    ids=["after-epochs", "within-epochs"],
+)
 def test_ranks_killed_in_epoch_3_resume_to_the_same_model(tmp_path, seconds):
     never = fit_resumed("fit_resumed.py", 2, tmp_path / "never", "never", seconds)
     fit_resumed("fit_resumed.py", 2, tmp_path / "run", "killed", seconds)

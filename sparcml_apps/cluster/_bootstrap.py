@@ -153,6 +153,15 @@ def _retire_all(client):
             remove=True,
             callback_timeout=SHUTDOWN_SECONDS,
         )
+    # a retired worker closes its stream to the scheduler a moment later; a scheduler that
+    # stops before then logs the cancelled read as an error
+    while client.run_on_scheduler(_worker_streams) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _worker_streams(dask_scheduler):
+    """How many workers' streams the scheduler still reads."""
+    return sum(op == "register-worker" for op in dask_scheduler._comms.values())
 
 
 def _abort():
