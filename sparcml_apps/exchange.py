@@ -19,6 +19,8 @@ feedback). With ``overlap`` an exchange travels (:func:`collectives.iallreduce`)
 next period's steps run, and is added when the next exchange begins.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 import collectives
@@ -288,11 +290,9 @@ def plan(setup, indptr, indices, order, steps, comm):
     model), alike on every rank: the busiest rank's counts decide, and rank 0's
     calibration.
 
-    The period is ``setup.local_steps``, or for ``"auto"`` the shortest power of two whose
-    exchange the cost model expects to take at most :data:`EXCHANGE_SHARE` of its steps'
-    time (at most an epoch's ``steps``), from how the columns of a rank's rows grow in
-    ``order``, evened out so that an epoch's periods are alike. Listing pays when a period
-    touches few of the weights.
+    The period is ``setup.local_steps``, or for ``"auto"`` the one :func:`auto_period`
+    picks from how the columns of a rank's rows grow in ``order``. Listing pays when a
+    period touches few of the weights.
     """
     from mpi4py import MPI
 
@@ -303,42 +303,93 @@ def plan(setup, indptr, indices, order, steps, comm):
         columns, nonzeros = K.union_growth(indptr, indices, order, lengths, setup.n_features)
         counts[0], counts[1] = columns, nonzeros
     comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.MAX)
-    n_weights = setup.n_out * setup.n_features
+    costs = Costs.of(setup, comm.Get_size(), collectives.cost_constants(comm))
 
     def listing(period_steps):
         i = min(max(period_steps - 1, 0).bit_length(), 63)  # counts of >= period_steps steps
-        return int(counts[1, i]) * setup.n_out < LIST_BELOW * n_weights
+        return costs.listing(int(counts[1, i]))
 
-    if setup.local_steps != "auto":
+    if setup.local_steps == "auto":
+        period_steps = auto_period(costs, counts[0], counts[1], steps)
+    else:
         period_steps = max(1, min(int(setup.local_steps), steps))
-        return period_steps, listing(period_steps)
-    constants = collectives.cost_constants(comm)
-    nprocs = comm.Get_size()
-    itemsize = np.dtype(setup.value_dtype).itemsize
-    index_itemsize = 4 if setup.size < 2**32 else 8
-    for i in range(64):
-        period_steps = min(1 << i, steps)
-        entries = int(counts[0, i]) * setup.n_out + setup.n_out
-        compute = counts[1, i] * setup.n_out * STEP_ENTRY_SECONDS
-        if listing(period_steps):
-            cost = counts[1, i] * setup.n_out * LIST_ENTRY_SECONDS
-        else:
-            cost = setup.size * SCAN_SECONDS
-        cost += entries * CHANGE_ENTRY_SECONDS
-        if nprocs > 1:
-            cost += min(
+    return period_steps, listing(period_steps)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What the cost model expects the steps and the exchanges of a setup to take on
+    ``nprocs`` ranks (``constants``: the allreduce's alpha, beta, gamma...)."""
+
+    size: int
+    n_out: int
+    n_weights: int
+    nprocs: int
+    itemsize: int
+    index_itemsize: int
+    constants: dict
+
+    @classmethod
+    def of(cls, setup, nprocs, constants):
+        return cls(
+            size=setup.size,
+            n_out=setup.n_out,
+            n_weights=setup.n_out * setup.n_features,
+            nprocs=nprocs,
+            itemsize=np.dtype(setup.value_dtype).itemsize,
+            index_itemsize=4 if setup.size < 2**32 else 8,
+            constants=constants,
+        )
+
+    def listing(self, nonzeros):
+        """Whether a period of ``nonzeros`` finds its changes from a list."""
+        return nonzeros * self.n_out < LIST_BELOW * self.n_weights
+
+    def steps(self, nonzeros):
+        """Seconds of the steps over rows of ``nonzeros``."""
+        return nonzeros * self.n_out * STEP_ENTRY_SECONDS
+
+    def allreduce(self, entries):
+        """The cost model's prediction of the cheapest allreduce of ``entries`` a rank
+        (seconds, bytes sent), or None on one rank."""
+        if self.nprocs == 1:
+            return None
+        return min(
+            (
                 collectives.cost_model.predict(
                     name,
-                    nprocs,
-                    setup.size,
+                    self.nprocs,
+                    self.size,
                     entries,
-                    value_itemsize=itemsize,
-                    index_itemsize=index_itemsize,
-                    **constants,
-                ).seconds
+                    value_itemsize=self.itemsize,
+                    index_itemsize=self.index_itemsize,
+                    **self.constants,
+                )
                 for name in collectives.ALGORITHMS
-            )
-        if cost <= EXCHANGE_SHARE * compute or period_steps == steps:
-            period_steps = -(-steps // -(-steps // period_steps))  # equal periods an epoch
-            return period_steps, listing(period_steps)
-    return steps, listing(steps)
+            ),
+            key=lambda prediction: prediction.seconds,
+        )
+
+    def exchange(self, columns, nonzeros):
+        """Seconds of an exchange after steps over rows of ``columns`` distinct columns
+        and ``nonzeros``: finding the changes, the allreduce, adding the mean."""
+        entries = columns * self.n_out + self.n_out
+        if self.listing(nonzeros):
+            cost = nonzeros * self.n_out * LIST_ENTRY_SECONDS
+        else:
+            cost = self.size * SCAN_SECONDS
+        allreduce = self.allreduce(entries)
+        return cost + entries * CHANGE_ENTRY_SECONDS + (allreduce.seconds if allreduce else 0.0)
+
+
+def auto_period(costs, columns, nonzeros, steps):
+    """The shortest power of two of steps whose exchange ``costs`` expects to take at most
+    :data:`EXCHANGE_SHARE` of its steps' time (at most an epoch's ``steps``), evened out so
+    that an epoch's periods are alike. ``columns[i]`` and ``nonzeros[i]``: the distinct
+    columns and the nonzeros of a rank's first ``2**i`` steps' rows."""
+    for i in range(len(columns)):
+        period_steps = min(1 << i, steps)
+        exchange = costs.exchange(int(columns[i]), int(nonzeros[i]))
+        if exchange <= EXCHANGE_SHARE * costs.steps(int(nonzeros[i])) or period_steps == steps:
+            return -(-steps // -(-steps // period_steps))
+    return steps

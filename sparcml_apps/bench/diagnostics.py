@@ -13,7 +13,7 @@ import numpy as np
 from ._output import add_out_argument, apply_quick, draw, write
 from .train import ranks_options, run_methods
 
-QUICK = {"rows": 10_000, "features": 100_000, "epochs": 1, "nprocs": 2}
+QUICK = {"rows": 10_000, "features": 100_000, "epochs": 1, "nprocs": 2, "topk": [1e-4, 1e-3, 1e-2]}
 
 
 def add_arguments(parser):

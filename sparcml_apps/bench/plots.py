@@ -40,6 +40,30 @@ def projection(records, path):
     _save(fig, path)
 
 
+def projection_target(records, path):
+    """Projected time to target against P, one panel a dataset shape, one line a network;
+    and the ideal (one rank's time over P) dotted."""
+    plt = _pyplot()
+    shapes = list(dict.fromkeys(r["shape"] for r in records))
+    fig, axes = plt.subplots(1, len(shapes), figsize=(4.2 * len(shapes), 3.6))
+    for ax, shape in zip(axes, shapes, strict=True):
+        mine = [r for r in records if r["shape"] == shape]
+        for network in dict.fromkeys(r["network"] for r in mine):
+            points = [(r["nprocs"], r["time_to_target"]) for r in mine if r["network"] == network]
+            ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=network)
+        one = next(r["time_to_target"] for r in mine if r["nprocs"] == 1)
+        ranks = sorted({r["nprocs"] for r in mine})
+        ax.plot(ranks, [one / p for p in ranks], ":", color="gray", label="ideal")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(shape)
+        ax.set_xlabel("ranks P")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("projected time to target (s)")
+    axes[0].legend(fontsize=8)
+    _save(fig, path)
+
+
 def curves(records, path, title):
     """Test loss and accuracy against training seconds and against MB sent per rank, one
     line a method (scikit-learn sends nothing: it has no bytes panel line)."""

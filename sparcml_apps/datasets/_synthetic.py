@@ -99,6 +99,7 @@ def _fill(seed, indptr, n_features, nnz_per_row, most, exponent, w, indices, dat
     # inverse CDF of the continuous power law on [1, n_features + 1)
     tail = 1.0 - (n_features + 1.0) ** (1.0 - exponent)
     power = 1.0 / (1.0 - exponent)
+    taken = np.zeros(n_features, np.bool_)  # the columns of the row being drawn
     for row in range(indptr.size - 1):
         state, k = _row_size(seed, row, nnz_per_row, most)
         lo = indptr[row]
@@ -107,20 +108,25 @@ def _fill(seed, indptr, n_features, nnz_per_row, most, exponent, w, indices, dat
             indices[t] = min(int((1.0 - u * tail) ** power) - 1, n_features - 1)
         indices[lo : lo + k].sort()
         have = 1  # distinct columns, sorted, at the front of the row
+        taken[indices[lo]] = True
         for t in range(lo + 1, lo + k):
             if indices[t] != indices[lo + have - 1]:
                 indices[lo + have] = indices[t]
+                taken[indices[t]] = True
                 have += 1
         while have < k:  # replace the repeats, one sorted insertion each
             state, u = _uniform(state)
             column = min(int((1.0 - u * tail) ** power) - 1, n_features - 1)
-            at = lo + np.searchsorted(indices[lo : lo + have], column)
-            if at < lo + have and indices[at] == column:
+            if taken[column]:
                 continue
+            taken[column] = True
+            at = lo + np.searchsorted(indices[lo : lo + have], column)
             for t in range(lo + have, at, -1):
                 indices[t] = indices[t - 1]
             indices[at] = column
             have += 1
+        for t in range(lo, lo + k):
+            taken[indices[t]] = False
         margin = 0.0
         for t in range(lo, lo + k):
             value = 1.0

@@ -1,0 +1,82 @@
+"""The projection of time to target: the epochs read off the scaling benchmark's curves,
+the growth of the columns extrapolated past the rows measured, and the sums it makes."""
+
+import numpy as np
+import pytest
+
+from sparcml_apps import exchange
+from sparcml_apps.bench import _time_to_target as T
+
+pytestmark = pytest.mark.usefixtures("compiled_kernels")
+
+
+def summary(nprocs, accuracy, target, dataset="url-like", network="shm"):
+    return {
+        "system": "sparcml", "dataset": dataset, "network": network, "nprocs": nprocs,
+        "target": target, "curve": {"epoch": list(range(1, len(accuracy) + 1)),
+                                    "accuracy": accuracy},
+    }  # fmt: skip
+
+
+def test_epochs_to_target_interpolate_the_mean_curve():
+    scaling = {
+        "summary": [
+            summary(1, [0.80, 0.86, 0.88], 0.85),  # 0.85 is 5/6 of the way from 1 to 2
+            summary(2, [0.84, 0.85, 0.88], 0.85),  # reached at epoch 2 exactly
+            summary(4, [0.86, 0.87, 0.88], 0.85),  # in the first epoch: 0.85/0.86 of it
+            summary(8, [0.80, 0.81, 0.82], 0.85),  # never: not counted
+            summary(2, [0.90, 0.91, 0.92], 0.85, network="1gbit"),  # another network
+            summary(2, [0.90, 0.91, 0.92], 0.85, dataset="a9a"),  # other data
+        ]
+    }
+    found = T.epochs_to_target(scaling)
+    assert found == pytest.approx({1: 1 + 5 / 6, 2: 2.0, 4: 0.85 / 0.86})
+
+
+def test_columns_extrapolated_from_fewer_rows_are_near_those_measured():
+    _, n_features, nnz_per_row = T.SHAPES["url"]
+    X, _, lengths, columns = T.growth(n_features, nnz_per_row, nonzeros=3_000_000)
+    assert columns[-1] == np.unique(X.indices).size  # every row of a random order
+    # from the rows up to a quarter of them, the last two doublings: within 10%
+    predicted = T.columns_of(lengths[:-2], columns[:-2], lengths[-1], n_features)
+    assert predicted == pytest.approx(columns[-1], rel=0.1)
+    assert T.columns_of(lengths, columns, 10**12, n_features) == n_features
+
+
+def test_an_epoch_is_its_steps_and_its_exchanges():
+    lengths = np.array([1 << i for i in range(11)])
+    columns = np.minimum(lengths * 50, 30_000).astype(float)
+    measured = lengths, columns, 2e-8
+    constants = {"alpha": 1e-5, "beta": 1e-9, "gamma": 3e-9}
+    shape = (64_000, 1_000_000, 100)
+    records = T.project(shape, measured, constants, [1, 2, 4, 8], epochs={1: 2.0, 2: 2.5})
+    one, *more = records
+    assert (one["local_steps"], one["exchanges_per_epoch"], one["mb_sent_per_epoch"]) == (0, 0, 0)
+    assert one["exchange_seconds"] == 0 and one["speedup"] == 1
+    assert one["compute_seconds"] == pytest.approx(64_000 * 100 * 2e-8)
+    for r in records:
+        assert r["compute_seconds"] == pytest.approx(one["compute_seconds"] / r["nprocs"])
+        assert r["time_to_target"] == pytest.approx(
+            r["epochs_to_target"] * (r["compute_seconds"] + r["exchange_seconds"])
+        )
+        assert r["speedup"] == pytest.approx(one["time_to_target"] / r["time_to_target"])
+    # the epochs measured, and beyond them those of the most ranks measured
+    assert [r["epochs_to_target"] for r in records] == [2.0, 2.5, 2.5, 2.5]
+    # the period is the shortest power of two (evened out over the epoch) whose exchange
+    # the cost model expects to take at most a tenth of its steps' time
+    for r in more:
+        costs = exchange.Costs(
+            size=1_000_001, n_out=1, n_weights=1_000_000, nprocs=r["nprocs"], itemsize=8,
+            index_itemsize=4, constants=constants,
+        )  # fmt: skip
+
+        def fits(period, costs=costs):
+            cost = costs.exchange(T.columns_of(lengths, columns, period, 1_000_000), period * 100)
+            return cost <= exchange.EXCHANGE_SHARE * costs.steps(period * 100)
+
+        steps, period = r["rows_per_rank"], r["local_steps"]
+        power = 1 << (period - 1).bit_length()
+        assert (fits(power) or period == steps) and not fits(power // 2)
+        assert power // 2 < period <= power
+        assert r["exchanges_per_epoch"] == -(-steps // period)
+        assert r["exchange_seconds"] > 0 and r["mb_sent_per_epoch"] > 0
