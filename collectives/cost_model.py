@@ -68,8 +68,17 @@ def predict(
     beta=None,
     gamma=None,
     dense_gamma=None,
+    union=None,
 ):
-    """Predict one rank's cost of ``allreduce`` where every rank holds ``nnz`` nonzeros."""
+    """Predict one rank's cost of ``allreduce`` where every rank holds ``nnz`` nonzeros.
+
+    ``union(count)``: the nonzeros of the sum of ``count`` ranks' vectors (default: of
+    uniformly random supports, :func:`expected_union`)."""
+    if union is None:
+
+        def union(count):
+            return expected_union(size, nnz, count)
+
     alpha = ALPHA if alpha is None else alpha
     beta = BETA if beta is None else beta
     gamma = GAMMA if gamma is None else gamma
@@ -83,20 +92,20 @@ def predict(
     if algorithm == "ssar_recursive_double":
         main = 1 << (nprocs.bit_length() - 1)
         rounds = main.bit_length() - 1
-        held = [expected_union(size, nnz, (2**i) * nprocs / main) for i in range(rounds)]
+        held = [union((2**i) * nprocs / main) for i in range(rounds)]
         sent += entry * sum(held)
         merged += 2 * sum(held)
         # every round's arrays are new (the message received, the merged sum): fresh pages
         touched += 3 * sum(held) * entry / value_itemsize
         messages += 2 * rounds
         if main != nprocs:  # the folded ranks: one more exchange in and one out
-            sent += entry * expected_union(size, nnz, nprocs)
+            sent += entry * union(nprocs)
             merged += 2 * nnz
             messages += 2
     elif algorithm in ("ssar_split_allgather", "dsar_split_allgather"):
         length = size / nprocs
-        union = expected_union(size, nnz, nprocs) / nprocs
-        piece = entry * union
+        share = union(nprocs) / nprocs
+        piece = entry * share
         # an owner receives about nnz entries for its range: summed in a dense block
         # (zeroed, added into, scanned) past ACCUMULATE_FRACTION, else merged pairwise
         if nnz > thresholds.ACCUMULATE_FRACTION * length:
@@ -104,9 +113,9 @@ def predict(
             merged += nnz
         else:
             merged += nnz * max(logp, 1)
-        merged += nprocs * union  # the reduced ranges gathered into one result
+        merged += nprocs * share  # the reduced ranges gathered into one result
         if algorithm == "dsar_split_allgather":
-            if union > thresholds.delta(length, value_itemsize, index_itemsize):
+            if share > thresholds.delta(length, value_itemsize, index_itemsize):
                 piece = value_itemsize * length
                 touched += size
         sent += (nprocs - 1) * (entry * nnz / nprocs + 8 + 16 + piece)

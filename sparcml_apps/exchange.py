@@ -19,6 +19,7 @@ feedback). With ``overlap`` an exchange travels (:func:`collectives.iallreduce`)
 next period's steps run, and is added when the next exchange begins.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -328,6 +329,9 @@ class Costs:
     itemsize: int
     index_itemsize: int
     constants: dict
+    union: Callable | None = None
+    """The nonzeros of the sum of ``count`` ranks' changes, for the allreduce (None: the
+    cost model's uniformly random supports)."""
 
     @classmethod
     def of(cls, setup, nprocs, constants):
@@ -363,6 +367,7 @@ class Costs:
                     entries,
                     value_itemsize=self.itemsize,
                     index_itemsize=self.index_itemsize,
+                    union=self.union,
                     **self.constants,
                 )
                 for name in collectives.ALGORITHMS

@@ -281,11 +281,17 @@ def _unsigned(array):
     return array.view(np.uint32 if array.itemsize == 4 else np.uint64)
 
 
+def _writable(array):
+    return array if array.flags.writeable else array.copy()
+
+
 class _Epochs:
     """The steps and exchanges of epochs on every rank of ``comm`` over this rank's rows."""
 
     def __init__(self, X, y, row_weight, setup, weights, comm):
-        self.X, self.y, self.row_weight = X, y, row_weight
+        # labels and weights read-only (a memory map, Dask's buffers) would compile the
+        # steps again for that type: they are small, so copy them
+        self.X, self.y, self.row_weight = X, _writable(y), _writable(row_weight)
         self.indptr, self.indices = _unsigned(X.indptr), _unsigned(X.indices)
         self.setup, self.weights, self.comm = setup, weights, comm
         nprocs = comm.Get_size()

@@ -13,7 +13,7 @@ from testdata import LIBSVM, needs_a9a
 from collectives import ALGORITHMS, cost_model
 from sparcml_apps import SparseSGDClassifier
 from sparcml_apps.bench import BENCHMARKS
-from sparcml_apps.bench._peer_systems import SYSTEMS, Liblinear
+from sparcml_apps.bench._peer_systems import SYSTEMS
 from sparcml_apps.cli.main import build_parser
 from sparcml_apps.datasets import GENERATORS, make_url_like
 from sparcml_apps.train import estimator
@@ -165,16 +165,14 @@ def test_scaling(tmp_path):
 CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2)]
 
 
+@pytest.mark.bench  # 25 s; tests/test_bench_peers.py tests its parts in make test
 @needs_a9a
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_peers(tmp_path):
     train, test = LIBSVM / "a9a", LIBSVM / "a9a.t"
-    # LIBLINEAR is left out here (it runs in make bench); the others run where installed
-    systems = [name for name in SYSTEMS if name != Liblinear.name]
-    quick("peers", tmp_path, "--datasets", f"{train},{test}", "--no-data-home",
-          "--systems", *systems)  # fmt: skip
+    quick("peers", tmp_path, "--datasets", f"{train},{test}", "--no-data-home")
     found = {r["system"]: r for r in records(tmp_path, "peers")}
-    assert list(found) == systems
+    assert list(found) == list(SYSTEMS)
     ran = {}
     for name, r in found.items():
         reason = SYSTEMS[name].missing()

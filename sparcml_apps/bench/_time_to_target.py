@@ -7,9 +7,13 @@ changes) and the seconds of an epoch's steps per nonzero on one rank, with defau
 options. On P ranks, each of ``rows / P`` rows, the period between exchanges is the one
 ``local_steps="auto"`` picks (:func:`sparcml_apps.exchange.auto_period`), and an
 exchange costs what the same cost model expects of it: finding the changes, the cheapest
-allreduce with the given network constants, adding the mean. An epoch is its steps plus
+allreduce with the given network constants, adding the mean; the allreduce's unions of
+the ranks' changes are those measured (the columns of the rows of every rank taking
+part), not the model's uniformly random supports. An epoch is its steps plus
 its exchanges; the time to target is the epochs the target takes on P ranks times that.
 """
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -97,6 +101,13 @@ def project(shape, measured, constants, nprocs_list, epochs=None, cores=None):
             period = E.auto_period(costs, grown, [n * nnz_per_row for n in span], steps)
             period_columns = columns_of(lengths, columns, period, n_features)
             entries = period_columns + 1  # and the intercept
+            # the ranks' rows are more rows: the union of their changes grows as measured
+            costs = replace(
+                costs,
+                union=lambda count, period=period: (
+                    1 + columns_of(lengths, columns, count * period, n_features)
+                ),
+            )
             exchange = costs.exchange(period_columns, period * nnz_per_row)
             sent = costs.allreduce(entries).bytes_sent
         exchanges = -(-steps // period) if period else 0
