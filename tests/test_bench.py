@@ -1,4 +1,5 @@
-"""Every benchmark runs in ``--quick`` mode and writes what it says it writes."""
+"""Every benchmark runs in ``--quick`` mode and writes what it says it writes (the slower
+ones in ``make bench``, with ``pytest -m bench``)."""
 
 import json
 import subprocess
@@ -55,6 +56,7 @@ def test_allreduce(tmp_path):
     assert (tmp_path / "allreduce.png").stat().st_size > 10_000
 
 
+@pytest.mark.bench  # the sums it times: test_collectives_mpi, test_training_mpi
 def test_train(tmp_path):
     quick("train", tmp_path)
     found = records(tmp_path, "train")
@@ -106,6 +108,7 @@ def test_projection(tmp_path):
     assert (tmp_path / "projection-target.png").stat().st_size > 10_000
 
 
+@pytest.mark.bench  # gamma and xi: test_diagnostics_mpi
 def test_diagnostics(tmp_path):
     quick("diagnostics", tmp_path)
     found = records(tmp_path, "diagnostics")

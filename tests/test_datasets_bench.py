@@ -28,6 +28,7 @@ def run_parse_benchmark(tmp_path, *options):
     return result.stdout, json.loads((tmp_path / "parse.json").read_text())
 
 
+@pytest.mark.bench  # 25 s of fresh processes; the parser itself: test_datasets_parse
 def test_quick_parse_benchmark_times_each_parser_in_fresh_processes(tmp_path):
     out, figures = run_parse_benchmark(tmp_path, "--quick")
     files = {f["file"]: f for f in figures["files"]}

@@ -64,11 +64,11 @@ def exists(pid):
     ("n_jobs", "classes", "method"),
     [
         (2, 2, "fit"),
-        (3, 2, "partial_fit"),
+        (3, 2, "fit"),
         (2, 10, "partial_fit"),
         pytest.param(3, 20, "partial_fit", marks=pytest.mark.bench),
     ],
-    ids=["binary-fit-2", "binary-partial_fit-3", "10-classes-partial_fit-2", "20-classes-3"],
+    ids=["binary-fit-2", "binary-fit-3", "10-classes-partial_fit-2", "20-classes-3"],
 )
 def test_url_width_equals_mpiexec_bit_for_bit(n_jobs, classes, method):
     # 10 classes: a state of 10 x 3.2M float64 (259 MB) in coef_ and again in the weights,
