@@ -24,7 +24,7 @@ saved = {}
 
 # one chunk a worker, parsed by the workers from byte ranges of the file
 X, y = load_dask(train, n_features=123)
-options = {"loss": "log_loss", "average": True, "max_iter": 3, "tol": None}
+options = {"loss": "log_loss", "average": True, "max_iter": 5, "tol": None}
 model = SparseSGDClassifier(random_state=int(seed), **options).fit(X, y)
 saved["a9a"] = np.concatenate([model.coef_.ravel(), model.intercept_])
 print(f"a9a: accuracy {model.score(Xt, yt):.4f} after {model.n_iter_} epochs", flush=True)
