@@ -1,4 +1,4 @@
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 
 @dataclass
@@ -31,4 +31,4 @@ class Stats:
         return self
 
     def as_dict(self):
-        return asdict(self)
+        return dict(vars(self))

@@ -6,6 +6,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import sparse
 from distributed import Client, LocalCluster
 from testdata import LIBSVM, needs_a9a
 
@@ -90,12 +91,14 @@ def test_one_worker_fits_as_this_process_does(one_worker):
     assert there.n_features_in_ == 123 and there.comm_stats_[-1]["epoch"] == 3
 
 
-def test_partial_fit_and_regression_on_dask_arrays(one_worker):
+@pytest.mark.parametrize("chunk", ["scipy", "pydata"])
+def test_partial_fit_and_regression_on_dask_arrays(one_worker, chunk):
     rng = np.random.default_rng(1)
     X = sp.random(600, 30, density=0.2, format="csr", random_state=2)
     y = X @ rng.normal(size=30) + 0.1 * rng.normal(size=600)
     labels = np.where(y > np.median(y), "high", "low")
-    X_chunks = da.from_array(X, chunks=(200, 30), asarray=False)
+    held = X if chunk == "scipy" else sparse.COO.from_scipy_sparse(X)
+    X_chunks = da.from_array(held, chunks=(200, 30), asarray=False)
     for make, target, kwargs in [
         (SparseSGDRegressor, y, {}),
         (SparseSGDClassifier, labels, {"classes": ["high", "low"]}),

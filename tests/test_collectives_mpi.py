@@ -16,11 +16,12 @@ pytestmark = pytest.mark.usefixtures("compiled_kernels")
     ],
 )
 def test_every_algorithm_equals_mpi_allreduce(nprocs, wait):
-    # "auto" polls at P <= 2 on this 2-core machine and naps beyond: both ways are covered
+    # "auto" polls at P <= 2 on this 2-core machine and naps beyond: both ways are covered;
+    # eight ranks check float64 only (the wire moves float32 alike on fewer)
     result = run_mpi("check_allreduce.py", nprocs, wait, timeout=300)
     for rank in range(nprocs):
         assert "FAIL" not in result.stdout[rank], result.stdout[rank]
-    assert result.stdout[0].splitlines()[-1] == "cases 1380"
+    assert result.stdout[0].splitlines()[-1] == f"cases {1380 if nprocs <= 4 else 690}"
 
 
 @pytest.mark.parametrize("nprocs", [2, 3, 4])

@@ -15,6 +15,7 @@ JOIN_SECONDS = 120
 
 _comms = {}  # tuple of COMM_WORLD ranks -> an intracommunicator of those ranks
 _job = {"started": False, "stuck": False}  # by initialize here; workers left in a collective
+_closed = {}  # "comm": a duplicate of the job's communicator, for the workers' last word
 
 
 def initialize(**dask_mpi_options):
@@ -43,9 +44,12 @@ def initialize(**dask_mpi_options):
     workers = comm.Split(0 if rank > CLIENT_RANK else MPI.UNDEFINED, rank)
     if workers != MPI.COMM_NULL:
         _comms[_world_ranks(workers)] = workers
+    _closed["comm"] = comm.Dup()
     options = {"nthreads": 1, "dashboard": False, **dask_mpi_options}
     is_client = dask_mpi.initialize(comm=comm, exit=False, **options)
     if not is_client:
+        if rank > CLIENT_RANK:  # this worker has closed: tell the client, which waits for it
+            _closed["comm"].send(None, dest=CLIENT_RANK)
         sys.exit(0)
     from distributed import Client
 
@@ -153,9 +157,24 @@ def _retire_all(client):
             remove=True,
             callback_timeout=SHUTDOWN_SECONDS,
         )
-    # a retired worker closes its stream to the scheduler a moment later; a scheduler that
-    # stops before then logs the cancelled read as an error
+    # a retired worker closes a moment later; a scheduler that stops before then logs the
+    # worker's failed heartbeat or its own cancelled read as an error
+    _wait_closed(deadline)
     while client.run_on_scheduler(_worker_streams) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _wait_closed(deadline):
+    """Wait until every worker rank of a job started by :func:`initialize` has closed."""
+    if "comm" not in _closed or not _job["started"]:
+        return
+    from mpi4py import MPI
+
+    comm = _closed.pop("comm")
+    closed = [comm.irecv(source=rank) for rank in range(CLIENT_RANK + 1, comm.Get_size())]
+    while not MPI.Request.testall(closed)[0]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the workers did not close in {SHUTDOWN_SECONDS} s")
         time.sleep(0.05)
 
 

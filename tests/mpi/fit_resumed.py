@@ -1,9 +1,10 @@
 """A fit on every rank's block of url-like rows, with checkpoints in DIR.
 
-Arguments: DIR MODE SECONDS. MODE "never": a fit never stopped; "killed": rank 1 kills
-itself (SIGKILL) at the end of epoch 3 of 5, before that epoch's checkpoint; "resume":
-the same fit with resume=True. SECONDS: "none", or checkpoint_seconds. Rank 0 prints a
-JSON line: the model's sha256, its epochs and where the checkpoint resumed from stood.
+Arguments: DIR MODE SECONDS. MODE "killed": rank 1 kills itself (SIGKILL) at the end of
+epoch 3 of 5, before that epoch's checkpoint; "resume": the same fit with resume=True,
+then the same fit never stopped (checkpoints in DIR-never). SECONDS: "none", or
+checkpoint_seconds. Rank 0 prints a JSON line: the sha256 of the resumed model and of the
+one never stopped, the epochs and where the checkpoint resumed from stood.
 """
 
 import hashlib
@@ -31,23 +32,44 @@ def die_on_rank1_at_epoch3(estimator, record):
 
 X, y = url_like(6000, 50_000)
 start, stop = row_blocks(X.shape[0], comm.size)[comm.rank : comm.rank + 2]
-found = checkpoint.latest(folder, comm) if mode == "resume" else None
-model = SparseSGDClassifier(
-    loss="log_loss",
-    batch_size=4,
-    local_steps=50,  # 15 exchanges an epoch: places to checkpoint within one
-    max_iter=5,
-    tol=None,
-    random_state=0,
-    comm=comm,
-    checkpoint=folder,
-    checkpoint_seconds=None if seconds == "none" else float(seconds),
-    resume=mode == "resume",
-    callback=die_on_rank1_at_epoch3 if mode == "killed" else None,
-)
-model.fit(X[start:stop], y[start:stop])
+
+
+def fit(folder, resume, callback=None):
+    model = SparseSGDClassifier(
+        loss="log_loss",
+        batch_size=4,
+        local_steps=50,  # 15 exchanges an epoch: places to checkpoint within one
+        max_iter=5,
+        tol=None,
+        random_state=0,
+        comm=comm,
+        checkpoint=folder,
+        checkpoint_seconds=None if seconds == "none" else float(seconds),
+        resume=resume,
+        callback=callback,
+    )
+    return model.fit(X[start:stop], y[start:stop])
+
+
+def digest(model):
+    return hashlib.sha256(model.coef_.tobytes() + model.intercept_.tobytes()).hexdigest()
+
+
+if mode == "killed":
+    fit(folder, False, die_on_rank1_at_epoch3)
+found = checkpoint.latest(folder, comm)
+model = fit(folder, True)
+never = fit(folder + "-never", False)
 if comm.rank == 0:
-    sha256 = hashlib.sha256(model.coef_.tobytes() + model.intercept_.tobytes()).hexdigest()
     progress = found.metadata["progress"] if found else None
     resumed_from = progress and {"epochs": progress["epochs"], "step": progress["step"]}
-    print(json.dumps({"digest": sha256, "n_iter": model.n_iter_, "resumed_from": resumed_from}))
+    print(
+        json.dumps(
+            {
+                "digest": digest(model),
+                "never": digest(never),
+                "n_iter": model.n_iter_,
+                "resumed_from": resumed_from,
+            }
+        )
+    )
