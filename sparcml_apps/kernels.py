@@ -49,7 +49,7 @@ WSCALE, T, L1_TOTAL, AVERAGE_SUM, AVERAGE_STEPS, ETA, CLIPPED, N_STATE = range(8
 RENORMALIZE_BELOW = 1e-9  # a wscale below this is folded into v
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def loss_and_slope(code, p, y, param):
     """The loss of predicting ``p`` for target ``y``, and its derivative in ``p``."""
     if code == 0:  # hinge
@@ -128,7 +128,7 @@ def sort_keys(keys, n, scratch):
         keys[:n] = scratch[:n]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def rate(params, state):
     """The learning rate at the current sample time ``state[T]``."""
     schedule = params[SCHEDULE]
@@ -141,7 +141,7 @@ def rate(params, state):
     return state[ETA]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def batch_coefs(
     indptr,
     indices,

@@ -63,7 +63,7 @@ def exists(pid):
 @pytest.mark.parametrize(
     ("n_jobs", "classes", "method"),
     [
-        (2, 2, "fit"),
+        pytest.param(2, 2, "fit", marks=pytest.mark.bench),  # n_jobs=2 at url's width: below
         (3, 2, "fit"),
         (2, 10, "partial_fit"),
         pytest.param(3, 20, "partial_fit", marks=pytest.mark.bench),
