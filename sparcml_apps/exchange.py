@@ -5,7 +5,8 @@ Each rank takes SGD steps on its own rows against its own copy ``v`` of the mode
 since they last agreed (the nonzeros of ``v - agreed``, found in one pass over the model,
 and every intercept's) through :func:`collectives.allreduce`, and every rank adds the mean
 of the changes, over the ranks that held rows in the period, to the agreed model
-(:func:`kernels.settle`), which then replaces its copy (:func:`kernels.adopt`). The L2
+(:func:`kernels.settle`; a sum the allreduce returns dense is added as it is,
+:func:`kernels.settle_dense`), which then replaces its copy (:func:`kernels.adopt`). The L2
 shrink of a step is the scalar ``wscale``, which every rank applies alike, so the changes
 stay sparse: the union of the columns a rank's rows touched. With a period of one step
 this is mini-batch SGD over all ranks' rows. Averaging costs no traffic: each rank keeps
@@ -129,21 +130,14 @@ class Exchange:
         self.change_entries += mine.nnz
         sent = self.outgoing(mine)
         self.sent_entries += sent.nnz
-        options = {"algorithm": setup.algorithm, "stats": stats}
-        if setup.quantization_bits:
-            # the same on every rank, new every exchange: (seed, epoch, exchange)
-            options["quantization_bits"] = setup.quantization_bits
-            options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | self.calls
-        self.calls += 1
-        nprocs = self.comm.Get_size()
-        self.dense_bytes += 2 * (nprocs - 1) * setup.size * val.itemsize // nprocs
+        options = self._options(stats)
         if setup.overlap:
             self.pending = collectives.iallreduce(sent, self.comm, **options), active, mine
             self.n_touched = 0
             return
         total = collectives.allreduce(sent, self.comm, **options)
         total = self._settle(total, 1.0 / active, _EMPTY)
-        if self.listing:
+        if self.listing:  # the sum's indices are the others' changes
             K.adopt_listed(w.v, w.agreed, w.offsets, w.state, self.touched, self.n_touched,
                            total.indices)  # fmt: skip
             self.n_touched = 0
@@ -151,8 +145,28 @@ class Exchange:
             K.adopt(w.v, w.agreed, w.offsets, w.state)
         np.copyto(w.intercept, w.agreed_intercept)
 
+    def _options(self, stats):
+        """The allreduce's options for this exchange; counts it."""
+        setup, w = self.setup, self.weights
+        options = {"algorithm": setup.algorithm, "stats": stats}
+        if setup.quantization_bits:
+            # the same on every rank, new every exchange: (seed, epoch, exchange)
+            options["quantization_bits"] = setup.quantization_bits
+            options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | self.calls
+        self.calls += 1
+        nprocs = self.comm.Get_size()
+        itemsize = np.dtype(setup.value_dtype).itemsize
+        self.dense_bytes += 2 * (nprocs - 1) * setup.size * itemsize // nprocs
+        return options
+
     def _settle(self, total, scale, mine):
+        """Add ``scale`` times the sum ``total`` to the agreed model (:func:`K.settle`);
+        the sum as a sparse vector, or None for a dense sum nothing needs the indices of."""
         w = self.weights
+        if isinstance(total, np.ndarray) and not (mine.nnz or self.listing):
+            K.settle_dense(total, scale, self.params, w.state, w.agreed, w.agreed_intercept,
+                           w.l1_applied, _NONE)  # fmt: skip
+            return None
         if isinstance(total, np.ndarray):
             total = SparseVector.from_dense(total)
         K.settle(

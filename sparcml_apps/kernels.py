@@ -395,6 +395,22 @@ def changes(
 
 
 @njit(cache=True, nogil=True)
+def settle_dense(total, scale, params, state, agreed, agreed_intercept, l1_applied, no_offsets):
+    """:func:`settle` of a dense sum ``total`` (the weights', then the intercepts'), with
+    no changes of this rank's own in flight: its nonzeros, as the sparse sum holds them."""
+    n_weights = agreed.size
+    for j in range(n_weights):
+        if total[j] != 0.0:
+            if params[L1] > 0.0:
+                change_weight(j, total[j] * scale, params, state, agreed, l1_applied,
+                              no_offsets, 0.0)  # fmt: skip
+            else:
+                agreed[j] += total[j] * scale
+    for c in range(agreed_intercept.size):
+        agreed_intercept[c] += total[n_weights + c] * scale
+
+
+@njit(cache=True, nogil=True)
 def _adopt_weight(j, v, agreed, offsets, at):
     """``v[j] = agreed[j]``, the jump booked into the average (``at`` >= 0: averaging)."""
     if at >= 0.0 and offsets.size > 0:

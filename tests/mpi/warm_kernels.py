@@ -1,9 +1,10 @@
-"""Compile the kernels of fits and of the collectives into numba's cache, on the ranks of
-this job at once: small fits with every option that takes other kernels or other argument
-types, across the ranks and on each rank alone, so that later jobs load them instead of
-compiling them on every rank at the same time."""
+"""Compile the kernels of fits and of the collectives into numba's cache: small fits with
+every option that takes other kernels or other argument types, on rank 0 alone, then
+across the ranks (which load what rank 0 compiled), so that later jobs load them instead
+of compiling them on every rank at the same time. Rank 1 naps meanwhile: its core is left
+to whatever else compiles."""
 
-import itertools
+import time
 import warnings
 
 import numpy as np
@@ -32,14 +33,25 @@ X = sp.random(240, 300, density=0.05, format="csr", random_state=0)
 y = np.where(rng.standard_normal(240) > 0, 1.0, -1.0)
 classes = np.arange(240) % 3
 weight = rng.uniform(0.5, 2.0, 240)
+
+
+def fits(comm):
+    common = {"max_iter": 2, "tol": None, "random_state": 0, "comm": comm}
+    for options in OPTIONS:
+        SparseSGDClassifier(**common, **options).fit(X, y)
+    SparseSGDClassifier(**common).fit(X, y, sample_weight=weight)
+    SparseSGDClassifier(**common, average=True).fit(X, classes)
+    SparseSGDClassifier(**common).partial_fit(X, classes, classes=[0, 1, 2])
+    SparseSGDRegressor(**common).fit(X, y)
+    SparseSGDRegressor(**common, penalty="l1", average=True).fit(X, y, sample_weight=weight)
+
+
+world = MPI.COMM_WORLD
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    for comm, rows in itertools.product((MPI.COMM_WORLD, MPI.COMM_SELF), (X,)):
-        common = {"max_iter": 2, "tol": None, "random_state": 0, "comm": comm}
-        for options in OPTIONS:
-            SparseSGDClassifier(**common, **options).fit(rows, y)
-        SparseSGDClassifier(**common).fit(rows, y, sample_weight=weight)
-        SparseSGDClassifier(**common, average=True).fit(rows, classes)
-        SparseSGDClassifier(**common).partial_fit(rows, classes, classes=[0, 1, 2])
-        SparseSGDRegressor(**common).fit(rows, y)
-        SparseSGDRegressor(**common, penalty="l1", average=True).fit(rows, y, sample_weight=weight)
+    if world.rank == 0:
+        fits(MPI.COMM_SELF)
+    done = world.Ibarrier()
+    while not done.Test():
+        time.sleep(0.01)
+    fits(world)
