@@ -23,7 +23,7 @@ demo: $(VENV)/.installed-
 	$(BIN)/python -m sparcml_apps.demo
 
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 # Every table and plot of docs/results.md, in about 2 hours (QUICK=1: a few minutes,
 # into results/quick). Emulated links need root; without it those runs are skipped.

@@ -95,6 +95,7 @@ def test_overlap(tmp_path):
     assert quantized["bytes_sent"] < 0.6 * exact["bytes_sent"]
 
 
+@pytest.mark.bench  # its parts: test_time_to_target, test_cost_model
 def test_projection(tmp_path):
     quick("projection", tmp_path)
     found = records(tmp_path, "projection")

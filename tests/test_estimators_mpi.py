@@ -34,7 +34,9 @@ def accuracy(model_vector, X, y):
 
 
 @needs_a9a
-@pytest.mark.parametrize("loss", ["hinge"])  # log_loss: four Dask workers, test_cluster_mpi
+@pytest.mark.bench  # accuracy on 2 and 4 ranks at size: sparcml bench scaling; make test has
+# three Dask workers (test_cluster_mpi) and two ranks (test_curves)
+@pytest.mark.parametrize("loss", ["hinge", "log_loss"])
 def test_four_ranks_reach_the_in_process_accuracy(tmp_path, loss):
     X, y = load_svmlight_file(LIBSVM / "a9a", n_features=123)
     Xt, yt = load_svmlight_file(LIBSVM / "a9a.t", n_features=123)
@@ -68,14 +70,14 @@ def test_overlap_and_quantization_keep_ranks_identical_and_accurate(tmp_path):
     common = ("loss='log_loss'", "max_iter=5", "tol=None", "average=True",
               "allreduce='ssar_split_allgather'")  # fmt: skip
     options = (*common, "overlap=True", "quantization_bits=4")
-    seeds = [3, 4, 5]
+    seeds = [3, 4]
     # the script exits non-zero unless every rank holds the same model, bit for bit
     first, again = (spmd_models(tmp_path, 3, seeds, *options) for _ in range(2))
     assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again, strict=True))
     exact = spmd_models(tmp_path, 3, seeds, *common)
     assert all(a.tobytes() != b.tobytes() for a, b in zip(first, exact, strict=True))
     # 4-bit values of the changes cost a little accuracy:
-    # at most half a point over three seeds
+    # at most half a point over two seeds
     quantized = np.mean([accuracy(m, Xt, yt) for m in first])
     assert quantized >= np.mean([accuracy(m, Xt, yt) for m in exact]) - 0.005
 
@@ -122,12 +124,12 @@ def early_stopping_splits():
         runpy.run_path(str(SCRIPTS / "early_stopping_split.py"), run_name="__main__")
     spread = {
         nprocs: json.loads(run_mpi("early_stopping_split.py", nprocs, timeout=120).stdout[0])
-        for nprocs in (3, 4)
+        for nprocs in (4,)
     }
     return {1: json.loads(alone.getvalue()), **spread}
 
 
-@pytest.mark.parametrize("nprocs", [3, 4])
+@pytest.mark.parametrize("nprocs", [4])
 def test_early_stopping_holds_out_the_same_rows_on_any_number_of_ranks(
     early_stopping_splits, nprocs
 ):
