@@ -167,6 +167,9 @@ class _Parser:
     def lines(self, text, line, out):
         """Parse the whole lines of ``text`` into ``out``, yielding the rows of each call of
         the kernel as a :class:`Piece`; returns the lines counted, from ``line``."""
+        if text.flags.writeable:  # text read into a buffer parses as a mapped file does:
+            text = text.view()  # one compiled kernel, not one for each
+            text.flags.writeable = False
         done = 0
         while done < text.size:
             block = text[done:]
