@@ -130,7 +130,14 @@ class Exchange:
         self.change_entries += mine.nnz
         sent = self.outgoing(mine)
         self.sent_entries += sent.nnz
-        options = self._options(stats)
+        options = {"algorithm": setup.algorithm, "stats": stats}
+        if setup.quantization_bits:
+            # the same on every rank, new every exchange: (seed, epoch, exchange)
+            options["quantization_bits"] = setup.quantization_bits
+            options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | self.calls
+        self.calls += 1
+        nprocs = self.comm.Get_size()
+        self.dense_bytes += 2 * (nprocs - 1) * setup.size * val.itemsize // nprocs
         if setup.overlap:
             self.pending = collectives.iallreduce(sent, self.comm, **options), active, mine
             self.n_touched = 0
@@ -144,20 +151,6 @@ class Exchange:
         else:
             K.adopt(w.v, w.agreed, w.offsets, w.state)
         np.copyto(w.intercept, w.agreed_intercept)
-
-    def _options(self, stats):
-        """The allreduce's options for this exchange; counts it."""
-        setup, w = self.setup, self.weights
-        options = {"algorithm": setup.algorithm, "stats": stats}
-        if setup.quantization_bits:
-            # the same on every rank, new every exchange: (seed, epoch, exchange)
-            options["quantization_bits"] = setup.quantization_bits
-            options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | self.calls
-        self.calls += 1
-        nprocs = self.comm.Get_size()
-        itemsize = np.dtype(setup.value_dtype).itemsize
-        self.dense_bytes += 2 * (nprocs - 1) * setup.size * itemsize // nprocs
-        return options
 
     def _settle(self, total, scale, mine):
         """Add ``scale`` times the sum ``total`` to the agreed model (:func:`K.settle`);
