@@ -204,11 +204,12 @@ def split_allgather(wire, vec, dynamic=False):
     return result
 
 
-def dense(wire, vec):
-    """MPI ``Allreduce`` of the dense vector (the baseline)."""
+def dense(wire, vec, out=None):
+    """MPI ``Allreduce`` of the dense vector (the baseline), into ``out`` if given (which
+    may be ``vec`` itself: in place)."""
     array = vec.to_dense() if isinstance(vec, SparseVector) else vec
-    result = np.empty_like(array)
-    yield wire.allreduce(array, result, MPI.SUM)
+    result = np.empty_like(array) if out is None else out
+    yield wire.allreduce(MPI.IN_PLACE if result is array else array, result, MPI.SUM)
     return result
 
 

@@ -113,8 +113,10 @@ def _as_input(vec, algorithm, out, quantization_bits, random_state):
     """Check the arguments of one rank; the vector as the algorithm wants it."""
     if algorithm not in _ALGORITHM_CODES:
         raise ValueError(f"algorithm must be one of {sorted(_ALGORITHM_CODES)}, got {algorithm!r}")
-    if out not in _OUTS:
-        raise ValueError(f"out must be one of {list(_OUTS)}, got {out!r}")
+    if isinstance(out, np.ndarray):
+        _check_into(out, vec)
+    elif out not in _OUTS:
+        raise ValueError(f"out must be one of {list(_OUTS)} or an ndarray, got {out!r}")
     if quantization_bits is not None and quantization_bits not in BITS:
         raise ValueError(
             f"quantization_bits must be None or one of {list(BITS)}, got {quantization_bits!r}"
@@ -130,6 +132,19 @@ def _as_input(vec, algorithm, out, quantization_bits, random_state):
     if isinstance(vec, np.ndarray):
         return check_values(vec, "vec")
     raise TypeError(f"vec must be a SparseVector or a 1-D ndarray, got {type(vec).__name__}")
+
+
+def _check_into(out, vec):
+    """``out`` can take the dense sum of ``vec``: 1-D, writeable, of its size and dtype."""
+    if isinstance(vec, SparseVector | np.ndarray):
+        size, dtype = vec.size, vec.values.dtype if isinstance(vec, SparseVector) else vec.dtype
+        if out.ndim != 1 or out.size != size or out.dtype != dtype:
+            raise ValueError(
+                f"out must be a 1-D array of the vector's size {size} and dtype {dtype}, got "
+                f"shape {out.shape} and dtype {out.dtype}"
+            )
+    if not out.flags.writeable or not out.flags.c_contiguous:
+        raise ValueError("out must be a writeable, contiguous array")
 
 
 _MESSAGE_BYTES = 4096
@@ -212,6 +227,17 @@ def _steps(wire, vec, algorithm, out, bits, error, calibrated):
         )
     if algorithm != "dense" and isinstance(vec, np.ndarray):
         vec = SparseVector.from_dense(vec)
+    if isinstance(out, np.ndarray):  # the dense sum, written into out
+        if algorithm == "dense":
+            result = yield from ALGORITHMS[algorithm](wire, vec, out)
+        else:
+            result = yield from ALGORITHMS[algorithm](wire, vec)
+            out[:] = 0
+            if isinstance(result, SparseVector):
+                out[result.indices] = result.values
+            else:
+                out[:] = result
+        return out, algorithm
     result = yield from ALGORITHMS[algorithm](wire, vec)
     if out == "dense" and isinstance(result, SparseVector):
         result = result.to_dense()
@@ -269,8 +295,11 @@ def allreduce(
     ``"dense"`` or ``"auto"`` (the fastest by :mod:`collectives.cost_model`), the same on
     every rank. ``out="sparse"`` returns a :class:`SparseVector`, ``out="dense"`` an
     ndarray, ``out="auto"`` the form the algorithm produced (``dense`` and a
-    ``dsar_split_allgather`` that switched any range to dense give an ndarray). All ranks get
-    bitwise the same result. ``stats``, a :class:`Stats`, accumulates the call's traffic.
+    ``dsar_split_allgather`` that switched any range to dense give an ndarray); ``out`` an
+    ndarray of the vector's size and dtype receives the dense sum and is returned (no new
+    array: with ``algorithm="dense"`` it may be ``vec`` itself, summed in place, as MPI's
+    ``IN_PLACE``). All ranks get bitwise the same result. ``stats``, a :class:`Stats`,
+    accumulates the call's traffic.
 
     ``quantization_bits`` (2, 4 or 8; the same on every rank) sends the values of the sparse
     algorithms and the dense blocks of ``dsar_split_allgather`` as QSGD codes

@@ -116,6 +116,7 @@ class _SparseSGD(BaseEstimator):
         "diagnostics": ["boolean"],
         "allreduce": [StrOptions({"auto", *collectives.ALGORITHMS})],
         "quantization_bits": [Options(Integral, set(collectives.BITS)), None],
+        "exchange_dtype": [StrOptions({"float32", "float64"}), None],
         "overlap": ["boolean"],
         "comm": [HasMethods(["Get_rank", "Get_size", "Allgather"]), None],
         "n_jobs": [
@@ -159,6 +160,7 @@ class _SparseSGD(BaseEstimator):
         diagnostics=False,
         allreduce="auto",
         quantization_bits=None,
+        exchange_dtype="float32",
         overlap=False,
         comm=None,
         n_jobs=None,
@@ -194,6 +196,7 @@ class _SparseSGD(BaseEstimator):
         self.diagnostics = diagnostics
         self.allreduce = allreduce
         self.quantization_bits = quantization_bits
+        self.exchange_dtype = exchange_dtype
         self.overlap = overlap
         self.comm = comm
         self.n_jobs = n_jobs
@@ -508,7 +511,10 @@ class _SparseSGD(BaseEstimator):
             multiclass=multiclass,
             pos_weight=pos,
             neg_weight=neg,
-            value_dtype=X.dtype,
+            # a rank alone sends nothing: it rounds nothing
+            value_dtype=np.dtype(
+                self.exchange_dtype if self.exchange_dtype and comm.Get_size() > 1 else X.dtype
+            ),
             loss_param=self.epsilon,
             shuffle=self.shuffle,
             seed=seed,
@@ -682,6 +688,10 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     quantization_bits : {2, 4, 8} or None, default=None
         Send the values of every exchange as QSGD codes of this many bits (unbiased; the
         ``dense`` algorithm sums exactly). A rank alone sends nothing, so rounds nothing.
+    exchange_dtype : {"float32", "float64"} or None, default="float32"
+        The dtype the changes travel and are summed in (the model stays float64): float32
+        sends half of float64's bytes, each rank's change rounded to 7 significant digits;
+        None: the data's dtype. A rank alone sends nothing, so rounds nothing.
     overlap : bool, default=False
         Let an exchange travel (non-blocking allreduce) while the next period's steps
         run; the ranks' changes then reach the others one period late.
@@ -755,6 +765,7 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         diagnostics=False,
         allreduce="auto",
         quantization_bits=None,
+        exchange_dtype="float32",
         overlap=False,
         comm=None,
         n_jobs=None,
@@ -791,6 +802,7 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
             diagnostics=diagnostics,
             allreduce=allreduce,
             quantization_bits=quantization_bits,
+            exchange_dtype=exchange_dtype,
             overlap=overlap,
             comm=comm,
             n_jobs=n_jobs,
@@ -974,6 +986,7 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
         diagnostics=False,
         allreduce="auto",
         quantization_bits=None,
+        exchange_dtype="float32",
         overlap=False,
         comm=None,
         n_jobs=None,
@@ -1010,6 +1023,7 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
             diagnostics=diagnostics,
             allreduce=allreduce,
             quantization_bits=quantization_bits,
+            exchange_dtype=exchange_dtype,
             overlap=overlap,
             comm=comm,
             n_jobs=n_jobs,

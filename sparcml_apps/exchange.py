@@ -5,11 +5,15 @@ Each rank takes SGD steps on its own rows against its own copy ``v`` of the mode
 since they last agreed (the nonzeros of ``v - agreed``, found in one pass over the model,
 and every intercept's) through :func:`collectives.allreduce`, and every rank adds the mean
 of the changes, over the ranks that held rows in the period, to the agreed model
-(:func:`kernels.settle`; a sum the allreduce returns dense is added as it is,
-:func:`kernels.settle_dense`), which then replaces its copy (:func:`kernels.adopt`). The L2
+(:func:`kernels.settle`), which then replaces its copy (:func:`kernels.adopt`). The L2
 shrink of a step is the scalar ``wscale``, which every rank applies alike, so the changes
 stay sparse: the union of the columns a rank's rows touched. With a period of one step
-this is mini-batch SGD over all ranks' rows. Averaging costs no traffic: each rank keeps
+this is mini-batch SGD over all ranks' rows. Where the plan expects the sum of a period's
+changes to be dense (the cost model's cheapest allreduce is the dense one), the changes
+are written dense into a buffer kept for the fit (:func:`kernels.changes_dense`), summed
+in place, and added and adopted in one call (:func:`kernels.settle_dense`). The changes
+travel in ``setup.value_dtype`` (float32 unless asked otherwise: each rank's change
+rounded to float32); the models stay in float64. Averaging costs no traffic: each rank keeps
 the average of its own weights, jumps at the exchanges included, and the ranks take the
 mean of their averages when the model is read (:meth:`training.Weights.averaged`).
 
@@ -68,6 +72,8 @@ class Exchange:
         self.index_dtype = np.uint32 if setup.size < 2**32 else np.uint64
         self.listing = weights.listing  # find the changes from a list of touched weights
         n_weights = setup.n_out * setup.n_features
+        # the changes written dense (the sum is expected dense), summed in place
+        self.dense = np.empty(setup.size if weights.dense else 0, setup.value_dtype)
         self.flags = np.zeros(n_weights if self.listing else 0, np.bool_)
         self.touched = np.empty(0, np.int64)
         self.n_touched = 0
@@ -106,6 +112,20 @@ class Exchange:
         """Exchange the changes of a period in which ``active`` ranks held rows."""
         setup, w = self.setup, self.weights
         self.finish()  # the changes are taken against the newest agreed model
+        options = {"algorithm": setup.algorithm, "stats": stats}
+        nprocs = self.comm.Get_size()
+        self.calls += 1
+        self.dense_bytes += 2 * (nprocs - 1) * setup.size * self.dense.itemsize // nprocs
+        if self.dense.size:
+            self.change_entries += K.changes_dense(
+                w.v, w.agreed, w.intercept, w.agreed_intercept, self.dense
+            )
+            self.sent_entries += self.dense.size
+            options.update(algorithm="dense", out=self.dense)
+            total = collectives.allreduce(self.dense, self.comm, **options)
+            self._settle(total, 1.0 / active, _EMPTY)
+            np.copyto(w.intercept, w.agreed_intercept)
+            return
         if self.listing:
             n = self.n_touched
         else:
@@ -130,14 +150,10 @@ class Exchange:
         self.change_entries += mine.nnz
         sent = self.outgoing(mine)
         self.sent_entries += sent.nnz
-        options = {"algorithm": setup.algorithm, "stats": stats}
         if setup.quantization_bits:
             # the same on every rank, new every exchange: (seed, epoch, exchange)
             options["quantization_bits"] = setup.quantization_bits
-            options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | self.calls
-        self.calls += 1
-        nprocs = self.comm.Get_size()
-        self.dense_bytes += 2 * (nprocs - 1) * setup.size * val.itemsize // nprocs
+            options["random_state"] = (setup.seed << 64) | (w.epochs << 32) | (self.calls - 1)
         if setup.overlap:
             self.pending = collectives.iallreduce(sent, self.comm, **options), active, mine
             self.n_touched = 0
@@ -148,17 +164,18 @@ class Exchange:
             K.adopt_listed(w.v, w.agreed, w.offsets, w.state, self.touched, self.n_touched,
                            total.indices)  # fmt: skip
             self.n_touched = 0
-        else:
+        elif total is not None:  # (else adopted as it was added)
             K.adopt(w.v, w.agreed, w.offsets, w.state)
         np.copyto(w.intercept, w.agreed_intercept)
 
     def _settle(self, total, scale, mine):
         """Add ``scale`` times the sum ``total`` to the agreed model (:func:`K.settle`);
-        the sum as a sparse vector, or None for a dense sum nothing needs the indices of."""
+        the sum as a sparse vector, or None for a dense sum nothing needs the indices of
+        (added and adopted by this rank's copy at once)."""
         w = self.weights
         if isinstance(total, np.ndarray) and not (mine.nnz or self.listing):
-            K.settle_dense(total, scale, self.params, w.state, w.agreed, w.agreed_intercept,
-                           w.l1_applied, _NONE)  # fmt: skip
+            K.settle_dense(total, scale, self.params, w.state, w.v, w.agreed,
+                           w.agreed_intercept, w.l1_applied, w.offsets, _NONE)  # fmt: skip
             return None
         if isinstance(total, np.ndarray):
             total = SparseVector.from_dense(total)
@@ -293,14 +310,16 @@ def _diagnose(accumulated, sent, k, n_weights, comm):
 
 
 def plan(setup, indptr, indices, order, steps, comm):
-    """``(period, listing)``: the local steps between exchanges, and whether to find a
+    """``(period, listing, dense)``: the local steps between exchanges, whether to find a
     rank's changes from a list of the weights its steps touched (else by a pass over the
-    model), alike on every rank: the busiest rank's counts decide, and rank 0's
-    calibration.
+    model), and whether to write them dense (the sum of a period's changes is expected
+    dense), alike on every rank: the busiest rank's counts decide, and rank 0's calibration.
 
     The period is ``setup.local_steps``, or for ``"auto"`` the one :func:`auto_period`
     picks from how the columns of a rank's rows grow in ``order``. Listing pays when a
-    period touches few of the weights.
+    period touches few of the weights; dense changes, with ``algorithm="dense"``, or with
+    "auto" where the cost model's cheapest allreduce of them is the dense one (not with
+    TopK, overlap or listing).
     """
     from mpi4py import MPI
 
@@ -312,16 +331,19 @@ def plan(setup, indptr, indices, order, steps, comm):
         counts[0], counts[1] = columns, nonzeros
     comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.MAX)
     costs = Costs.of(setup, comm.Get_size(), collectives.cost_constants(comm))
-
-    def listing(period_steps):
-        i = min(max(period_steps - 1, 0).bit_length(), 63)  # counts of >= period_steps steps
-        return costs.listing(int(counts[1, i]))
-
     if setup.local_steps == "auto":
         period_steps = auto_period(costs, counts[0], counts[1], steps)
     else:
         period_steps = max(1, min(int(setup.local_steps), steps))
-    return period_steps, listing(period_steps)
+    i = min(max(period_steps - 1, 0).bit_length(), 63)  # counts of >= period_steps steps
+    listing = costs.listing(int(counts[1, i]))
+    entries = int(counts[0, i]) * setup.n_out + setup.n_out
+    dense = (
+        not (listing or setup.overlap or setup.compression)
+        and setup.algorithm in ("dense", "auto")
+        and (setup.algorithm == "dense" or costs.fastest(entries) == "dense")
+    )
+    return period_steps, listing, dense
 
 
 @dataclass(frozen=True)
@@ -360,27 +382,35 @@ class Costs:
         """Seconds of the steps over rows of ``nonzeros``."""
         return nonzeros * self.n_out * STEP_ENTRY_SECONDS
 
+    def predictions(self, entries):
+        """The cost model's predictions of every allreduce of ``entries`` a rank, by name."""
+        return {
+            name: collectives.cost_model.predict(
+                name,
+                self.nprocs,
+                self.size,
+                entries,
+                value_itemsize=self.itemsize,
+                index_itemsize=self.index_itemsize,
+                union=self.union,
+                **self.constants,
+            )
+            for name in collectives.ALGORITHMS
+        }
+
+    def fastest(self, entries):
+        """The name of the cheapest allreduce of ``entries`` a rank (None on one rank)."""
+        if self.nprocs == 1:
+            return None
+        predictions = self.predictions(entries)
+        return min(predictions, key=lambda name: predictions[name].seconds)
+
     def allreduce(self, entries):
         """The cost model's prediction of the cheapest allreduce of ``entries`` a rank
         (seconds, bytes sent), or None on one rank."""
         if self.nprocs == 1:
             return None
-        return min(
-            (
-                collectives.cost_model.predict(
-                    name,
-                    self.nprocs,
-                    self.size,
-                    entries,
-                    value_itemsize=self.itemsize,
-                    index_itemsize=self.index_itemsize,
-                    union=self.union,
-                    **self.constants,
-                )
-                for name in collectives.ALGORITHMS
-            ),
-            key=lambda prediction: prediction.seconds,
-        )
+        return self.predictions(entries)[self.fastest(entries)]
 
     def exchange(self, columns, nonzeros):
         """Seconds of an exchange after steps over rows of ``columns`` distinct columns

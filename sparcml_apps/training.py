@@ -127,6 +127,7 @@ class Weights:
     average_start: int = 0  # the sample time averaging starts at, once chosen
     period: int = 0  # local steps between exchanges, once chosen
     listing: bool = False  # find a rank's changes from a list of the weights it touched
+    dense: bool = False  # write a rank's changes dense (their sum is expected dense)
     residual: np.ndarray | None = None  # TopK error feedback
     in_support: np.ndarray | None = None
     support: np.ndarray | None = None
@@ -154,7 +155,7 @@ class Weights:
     def from_arrays(cls, arrays):
         """The state :meth:`arrays` gave."""
         fields = {name: arrays[name] for name in _ARRAYS if name in arrays}
-        fields.update({name: arrays[name].item() for name in _NUMBERS})
+        fields.update({name: arrays[name].item() for name in _NUMBERS if name in arrays})
         weights = cls(**fields)
         if weights.residual is not None:
             weights.support = np.empty(weights.residual.size, np.int64)
@@ -210,7 +211,7 @@ _ARRAYS = (
     "v", "intercept", "state", "l1_applied", "offsets", "average_intercept", "agreed",
     "agreed_intercept", "residual", "in_support",
 )  # fmt: skip
-_NUMBERS = ("epochs", "average_start", "period", "listing", "n_support")
+_NUMBERS = ("epochs", "average_start", "period", "listing", "dense", "n_support")
 
 
 @dataclass
@@ -327,7 +328,7 @@ class _Epochs:
                     pause(first, loss_sum)
             return loss_sum
         if w.period == 0:  # chosen once, on the first epoch's order
-            w.period, w.listing = E.plan(
+            w.period, w.listing, w.dense = E.plan(
                 setup, self.indptr, self.indices, order, self.steps, self.comm
             )
         if self.exchange is None:

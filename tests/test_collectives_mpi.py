@@ -21,7 +21,7 @@ def test_every_algorithm_equals_mpi_allreduce(nprocs, wait):
     result = run_mpi("check_allreduce.py", nprocs, wait, timeout=300)
     for rank in range(nprocs):
         assert "FAIL" not in result.stdout[rank], result.stdout[rank]
-    assert result.stdout[0].splitlines()[-1] == f"cases {1380 if nprocs <= 4 else 690}"
+    assert result.stdout[0].splitlines()[-1] == f"cases {1440 if nprocs <= 4 else 720}"
 
 
 @pytest.mark.parametrize("nprocs", [2, 3, 4])

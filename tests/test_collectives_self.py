@@ -38,6 +38,8 @@ def test_stats_accumulate_over_calls():
     [
         ({"algorithm": "ring"}, ValueError, "algorithm must be one of"),
         ({"out": "csr"}, ValueError, "out must be one of"),
+        ({"out": np.empty(3)}, ValueError, "out must be a 1-D array of the vector's size 4"),
+        ({"out": np.empty(4, np.float32)}, ValueError, "and dtype float64, got shape"),
         ({"comm": "world"}, TypeError, "comm must be an mpi4py Intracomm, got str"),
     ],
 )

@@ -12,7 +12,7 @@ BOUNDS = [0, 100, 192, 284]  # ranks 1 and 2 run out of rows a step before rank 
 COMMON = dict(
     loss="log_loss", alpha=0.01, learning_rate="constant", eta0=0.05, batch_size=8,
     max_iter=3, tol=None, compression="topk", topk=8, random_state=0, local_steps=2,
-    average=False,
+    average=False, exchange_dtype="float64",
 )  # fmt: skip
 CONFIGS = [
     dict(classes=2, shuffle=False),  # replayed

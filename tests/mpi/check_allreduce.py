@@ -71,10 +71,11 @@ def check(kind, size, dtype, algorithm, out, integer_values=False, as_dense=Fals
         + (" int" if integer_values else "")
         + (" dense-input" if as_dense else "")
     )
+    given = dense.copy() if as_dense else vec
+    # "into": a new array receives the sum; "in_place": the dense input itself
+    into = {"into": np.full(size, np.nan, dtype), "in_place": given}.get(out, out)
     try:
-        result = allreduce(
-            dense if as_dense else vec, comm, algorithm=algorithm, out=out, stats=stats
-        )
+        result = allreduce(given, comm, algorithm=algorithm, out=into, stats=stats)
     except Exception as exc:  # noqa: BLE001 - reported as a failed case
         failures.append(f"{label}: raised {exc!r}")
         return
@@ -83,6 +84,9 @@ def check(kind, size, dtype, algorithm, out, integer_values=False, as_dense=Fals
         return
     if out == "dense" and not isinstance(result, np.ndarray):
         failures.append(f"{label}: out=dense gave {type(result).__name__}")
+        return
+    if isinstance(into, np.ndarray) and result is not into:
+        failures.append(f"{label}: the sum is not in the array passed as out")
         return
     if isinstance(result, SparseVector):
         if result.size != size or result.dtype != dtype:
@@ -140,6 +144,10 @@ for dtype in DTYPES:
         for out in ("sparse", "dense"):
             check("random_0.1", 1000, dtype, algorithm, out)
         check("random_0.1", 1000, dtype, algorithm, "auto", as_dense=True)
+        for kind in ("random_0.1", "empty"):
+            check(kind, 1000, dtype, algorithm, "into")
+            check(kind, 1000, dtype, algorithm, "into", as_dense=True)
+            check(kind, 1000, dtype, algorithm, "in_place", as_dense=True)
         check("random_0.5", 1000, dtype, algorithm, "auto", integer_values=True)
         for size in (1, max(1, P - 1)):  # fewer entries than ranks: empty ranges
             check("dense", size, dtype, algorithm, "auto")

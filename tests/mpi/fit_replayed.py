@@ -37,5 +37,6 @@ for number, options in enumerate(ast.literal_eval(configs)):
     if comm.rank == 0:
         saved[f"coef_{number}"], saved[f"intercept_{number}"] = model.coef_, model.intercept_
         saved[f"exchanges_{number}"] = [record["exchanges"] for record in model.comm_stats_]
+        saved[f"bytes_{number}"] = sum(r["allreduce_bytes_sent"] for r in model.comm_stats_)
 if comm.rank == 0:
     np.savez(output, **saved)
