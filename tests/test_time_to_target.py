@@ -38,9 +38,9 @@ def test_columns_extrapolated_from_fewer_rows_are_near_those_measured():
     X, _, lengths, columns = T.growth(n_features, nnz_per_row, nonzeros=3_000_000)
     assert columns[-1] == np.unique(X.indices).size  # every row of a random order
     # from the rows up to a quarter of them, the last two doublings: within 10%
-    predicted = T.columns_of(lengths[:-2], columns[:-2], lengths[-1], n_features)
+    predicted = exchange.columns_of(lengths[:-2], columns[:-2], lengths[-1], n_features)
     assert predicted == pytest.approx(columns[-1], rel=0.1)
-    assert T.columns_of(lengths, columns, 10**12, n_features) == n_features
+    assert exchange.columns_of(lengths, columns, 10**12, n_features) == n_features
 
 
 def test_an_epoch_is_its_steps_and_its_exchanges():
@@ -71,7 +71,8 @@ def test_an_epoch_is_its_steps_and_its_exchanges():
         )  # fmt: skip
 
         def fits(period, costs=costs):
-            cost = costs.exchange(T.columns_of(lengths, columns, period, 1_000_000), period * 100)
+            grown = exchange.columns_of(lengths, columns, period, 1_000_000)
+            cost = costs.exchange(grown, period * 100)
             return cost <= exchange.EXCHANGE_SHARE * costs.steps(period * 100)
 
         steps, period = r["rows_per_rank"], r["local_steps"]

@@ -44,15 +44,6 @@ def growth(n_features, nnz_per_row, nonzeros=MEASURED_NONZEROS, seed=0):
     return X, y, lengths, columns
 
 
-def columns_of(lengths, columns, rows, n_features):
-    """Distinct columns of ``rows`` rows: measured up to ``lengths[-1]``, beyond that by
-    the power law of the last doubling measured, at most ``n_features``."""
-    if rows <= lengths[-1]:
-        return float(np.interp(rows, lengths, columns))
-    slope = np.log(columns[-1] / columns[-2]) / np.log(2.0)
-    return float(min(n_features, columns[-1] * (rows / lengths[-1]) ** slope))
-
-
 def step_seconds(X, y):
     """Seconds of an epoch's steps per nonzero on one rank, with default options (the mean
     of epochs 2 and 3: averaging starts in the second)."""
@@ -97,15 +88,15 @@ def project(shape, measured, constants, nprocs_list, epochs=None, cores=None):
         period = entries = exchange = sent = 0
         if nprocs > 1:
             span = [min(steps, 1 << i) for i in range(64)]
-            grown = [columns_of(lengths, columns, n, n_features) for n in span]
+            grown = [E.columns_of(lengths, columns, n, n_features) for n in span]
             period = E.auto_period(costs, grown, [n * nnz_per_row for n in span], steps)
-            period_columns = columns_of(lengths, columns, period, n_features)
+            period_columns = E.columns_of(lengths, columns, period, n_features)
             entries = period_columns + 1  # and the intercept
             # the ranks' rows are more rows: the union of their changes grows as measured
             costs = replace(
                 costs,
                 union=lambda count, period=period: (
-                    1 + columns_of(lengths, columns, count * period, n_features)
+                    1 + E.columns_of(lengths, columns, count * period, n_features)
                 ),
             )
             exchange = costs.exchange(period_columns, period * nnz_per_row)
