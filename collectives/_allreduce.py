@@ -232,8 +232,8 @@ def _steps(wire, vec, algorithm, out, bits, error, calibrated):
             result = yield from ALGORITHMS[algorithm](wire, vec, out)
         else:
             result = yield from ALGORITHMS[algorithm](wire, vec)
-            out[:] = 0
             if isinstance(result, SparseVector):
+                out[:] = 0
                 out[result.indices] = result.values
             else:
                 out[:] = result

@@ -13,8 +13,8 @@ changes to be dense (the cost model's cheapest allreduce is the dense one), the 
 are written dense into a buffer kept for the fit (:func:`kernels.changes_dense`), summed
 in place, and added and adopted in one call (:func:`kernels.settle_dense`). The changes
 travel in ``setup.value_dtype`` (float32 unless asked otherwise: each rank's change
-rounded to float32); the models stay in float64. Averaging costs no traffic: each rank keeps
-the average of its own weights, jumps at the exchanges included, and the ranks take the
+rounded to float32); the models stay in float64. Averaging costs no traffic: each rank
+keeps the average of its own weights, jumps at the exchanges included, and the ranks take the
 mean of their averages when the model is read (:meth:`training.Weights.averaged`).
 
 An exchange strategy is an object with ``begin_epoch``, ``__call__`` and ``end_epoch``;
@@ -321,8 +321,8 @@ def plan(setup, indptr, indices, order, steps, comm):
 
     The period is ``setup.local_steps``, or for ``"auto"`` the one :func:`auto_period`
     picks from how the columns of a rank's rows grow in ``order`` (counted on the first
-    :data:`GROWTH_SHARE` of them, extrapolated beyond by :func:`columns_of`). Listing pays when a
-    period touches few of the weights; dense changes, with ``algorithm="dense"``, or with
+    :data:`GROWTH_SHARE` of them, extrapolated beyond by :func:`columns_of`). Listing pays
+    when a period touches few of the weights; dense changes, with ``algorithm="dense"``, or with
     "auto" where the cost model's cheapest allreduce of them is the dense one (not with
     TopK, overlap or listing).
     """
@@ -349,10 +349,9 @@ def plan(setup, indptr, indices, order, steps, comm):
     i = min(max(period_steps - 1, 0).bit_length(), 63)  # counts of >= period_steps steps
     listing = costs.listing(int(counts[1, i]))
     entries = int(counts[0, i]) * setup.n_out + setup.n_out
-    dense = (
-        not (listing or setup.overlap or setup.compression)
-        and setup.algorithm in ("dense", "auto")
-        and (setup.algorithm == "dense" or costs.fastest(entries) == "dense")
+    dense = not (listing or setup.overlap or setup.compression) and (
+        setup.algorithm == "dense"
+        or (setup.algorithm == "auto" and costs.fastest(entries) == "dense")
     )
     return period_steps, listing, dense
 
@@ -434,7 +433,7 @@ class Costs:
         (seconds, bytes sent), or None on one rank."""
         if self.nprocs == 1:
             return None
-        return self.predictions(entries)[self.fastest(entries)]
+        return min(self.predictions(entries).values(), key=lambda p: p.seconds)
 
     def exchange(self, columns, nonzeros):
         """Seconds of an exchange after steps over rows of ``columns`` distinct columns
