@@ -212,7 +212,10 @@ class Exchange:
         self._settle(request.wait(), 1.0 / active, mine)
 
     def end_epoch(self):
-        """Nothing is in flight and every rank's copy is the agreed model."""
+        """Nothing is in flight and every rank's copy is the agreed model (as an exchange
+        that is not overlapped leaves it, the last of an epoch's steps being before one)."""
+        if self.pending is None:
+            return
         self.finish()
         w = self.weights
         K.adopt(w.v, w.agreed, w.offsets, w.state)

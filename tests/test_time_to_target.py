@@ -66,7 +66,7 @@ def test_an_epoch_is_its_steps_and_its_exchanges():
     # the cost model expects to take at most a tenth of its steps' time
     for r in more:
         costs = exchange.Costs(
-            size=1_000_001, n_out=1, n_weights=1_000_000, nprocs=r["nprocs"], itemsize=8,
+            size=1_000_001, n_out=1, n_weights=1_000_000, nprocs=r["nprocs"], itemsize=4,
             index_itemsize=4, constants=constants,
         )  # fmt: skip
 

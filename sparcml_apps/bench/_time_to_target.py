@@ -70,19 +70,22 @@ def epochs_to_target(scaling, dataset="url-like", network="shm"):
     return found
 
 
-def project(shape, measured, constants, nprocs_list, epochs=None, cores=None):
+def project(shape, measured, constants, nprocs_list, epochs=None, cores=None, itemsize=None):
     """One record per P: the period ``auto`` picks, exchanges and seconds an epoch, bytes a
     rank sends an epoch, and the time to target (``epochs``: ``{P: epochs}`` measured; a
     P beyond them takes the epochs of the most ranks measured, 1 when there are none).
     ``shape``: a name in :data:`SHAPES`, or ``(rows, columns, nonzeros a row)``. Every
-    rank has a core of its own, unless ``cores``: then P ranks share them."""
+    rank has a core of its own, unless ``cores``: then P ranks share them. ``itemsize``: the
+    bytes of a value exchanged (default: that of the estimators' ``exchange_dtype``)."""
+    if itemsize is None:
+        itemsize = np.dtype(SparseSGDClassifier().exchange_dtype).itemsize
     rows, n_features, nnz_per_row = SHAPES.get(shape, shape)
     lengths, columns, seconds_per_nonzero = measured
     records = []
     for nprocs in nprocs_list:
         steps = rows // nprocs  # one row a step, the default batch_size
         costs = E.Costs(
-            size=n_features + 1, n_out=1, n_weights=n_features, nprocs=nprocs, itemsize=8,
+            size=n_features + 1, n_out=1, n_weights=n_features, nprocs=nprocs, itemsize=itemsize,
             index_itemsize=4, constants=constants,
         )  # fmt: skip
         period = entries = exchange = sent = 0
