@@ -113,3 +113,45 @@ def test_generator_options_refused():
     ):
         with pytest.raises(ValueError, match=message):
             make_url_like(10, **bad)
+
+
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+def test_written_file_reads_back_as_the_matrix_bit_for_bit(tmp_path, name, monkeypatch):
+    from sparcml_apps.datasets import _url_like_file, load_svmlight, write_url_like
+
+    monkeypatch.setattr(_url_like_file, "BLOCK_ROWS", 1000)  # many blocks, a partial last one
+    options = dict(random_state=7, **GENERATORS[name])
+    X, y = make_url_like(5500, 40_000, 30, **options)
+    seen = []
+    written = write_url_like(
+        tmp_path / "train.svm", 5500, 40_000, 30, test_path=tmp_path / "test.svm",
+        test_rows=1200, progress=lambda *args: seen.append(args), **options,
+    )  # fmt: skip
+    assert written == [tmp_path / "train.svm", tmp_path / "test.svm"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test.svm", "train.svm"]
+    for path, rows in zip(written, (slice(0, 4300), slice(4300, None)), strict=True):
+        A, a = load_svmlight(path, 40_000)
+        B = X[rows]
+        for got, want in ((A.indptr, B.indptr), (A.indices, B.indices), (A.data, B.data)):
+            assert np.array_equal(got, want)
+        assert np.array_equal(a, y[rows])
+    assert [done for done, _, _ in seen] == [1000 * k for k in range(1, 5)] + [4300] + [5300, 5500]
+    assert {total for _, total, _ in seen} == {5500}
+
+
+def test_written_file_is_whole_or_absent(tmp_path):
+    from sparcml_apps.datasets import write_url_like
+
+    def interrupt(done, total, seconds):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_url_like(tmp_path / "x.svm", 100_000, 10_000, 10, random_state=0, progress=interrupt)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match=r"test_rows must be an integer in \[0, n_samples\)"):
+        write_url_like(tmp_path / "x.svm", 100, test_path=tmp_path / "t.svm", test_rows=100)
+    with pytest.raises(ValueError, match="test_rows=10 needs a test_path"):
+        write_url_like(tmp_path / "x.svm", 100, test_rows=10)
+    with pytest.raises(ValueError, match="n_samples must be a positive integer"):
+        write_url_like(tmp_path / "x.svm", 0)
+    assert list(tmp_path.iterdir()) == []

@@ -10,6 +10,7 @@ from ._home import data_home
 from ._load import convert_svmlight, load_cache, load_svmlight
 from ._shards import shard
 from ._synthetic import GENERATORS, make_url_like
+from ._url_like_file import write_url_like
 
 __all__ = [
     "GENERATORS",
@@ -36,4 +37,5 @@ __all__ = [
     "read_catalog",
     "shard",
     "verify",
+    "write_url_like",
 ]

@@ -86,23 +86,27 @@ def _weights(seed, n_features, dense):
 
 
 @njit(cache=True, nogil=True)
-def _row_sizes(seed, n_samples, nnz_per_row, most):
-    sizes = np.empty(n_samples, np.int64)
-    for row in range(n_samples):
-        _, sizes[row] = _row_size(seed, row, nnz_per_row, most)
+def _row_sizes(seed, first, n_rows, nnz_per_row, most):
+    """The nonzeros of rows ``first`` to ``first + n_rows - 1``."""
+    sizes = np.empty(n_rows, np.int64)
+    for r in range(n_rows):
+        _, sizes[r] = _row_size(seed, first + r, nnz_per_row, most)
     return sizes
 
 
 @njit(cache=True, nogil=True)
-def _fill(seed, indptr, n_features, nnz_per_row, most, exponent, w, indices, data, margins):
-    """Draw every row's distinct columns and values; return the planted margins."""
+def _fill(seed, first, indptr, n_features, nnz_per_row, most, exponent, w, indices, data,
+          margins):  # fmt: skip
+    """Draw the distinct columns and values of rows ``first`` on (``indptr``: their
+    extents); their planted margins into ``margins``. Each row depends on its number and
+    the seed only, so any range of rows comes out as it does in the whole matrix."""
     # inverse CDF of the continuous power law on [1, n_features + 1)
     tail = 1.0 - (n_features + 1.0) ** (1.0 - exponent)
     power = 1.0 / (1.0 - exponent)
     taken = np.zeros(n_features, np.bool_)  # the columns of the row being drawn
-    for row in range(indptr.size - 1):
-        state, k = _row_size(seed, row, nnz_per_row, most)
-        lo = indptr[row]
+    for r in range(indptr.size - 1):
+        state, k = _row_size(seed, first + r, nnz_per_row, most)
+        lo = indptr[r]
         for t in range(lo, lo + k):
             state, u = _uniform(state)
             indices[t] = min(int((1.0 - u * tail) ** power) - 1, n_features - 1)
@@ -135,16 +139,17 @@ def _fill(seed, indptr, n_features, nnz_per_row, most, exponent, w, indices, dat
                 value = (1.0 + np.floor(u * 10000.0)) / 10000.0
             data[t] = value
             margin += w[indices[t]] * value
-        margins[row] = margin
+        margins[r] = margin
 
 
 @njit(cache=True, nogil=True)
-def _labels(seed, margins, threshold, flip):
+def _labels(seed, first, margins, threshold, flip):
+    """The labels of rows ``first`` on, from their ``margins``."""
     y = np.empty(margins.size)
-    for row in range(margins.size):
-        _, u = _uniform(_row_state(seed, row) ^ _MIX2)
-        positive = (margins[row] > threshold) != (u < flip)
-        y[row] = 1.0 if positive else -1.0
+    for r in range(margins.size):
+        _, u = _uniform(_row_state(seed, first + r) ^ _MIX2)
+        positive = (margins[r] > threshold) != (u < flip)
+        y[r] = 1.0 if positive else -1.0
     return y
 
 
@@ -182,45 +187,70 @@ def make_url_like(
     ``numpy.random.Generator`` or None for fresh entropy) and options give the same data
     bit for bit.
     """
-    for name, value in (
-        ("n_samples", n_samples),
-        ("n_features", n_features),
-        ("nnz_per_row", nnz_per_row),
-    ):
-        if not isinstance(value, int | np.integer) or value < 1:
-            raise ValueError(f"{name} must be a positive integer; got {value!r}")
-    if planted not in PLANTED:
-        raise ValueError(f"planted must be one of {list(PLANTED)}; got {planted!r}")
-    if not (isinstance(power_law, int | float) and power_law > 0 and power_law != 1):
-        raise ValueError(f"power_law must be a positive number other than 1; got {power_law!r}")
-    if not (isinstance(label_noise, int | float) and 0 <= label_noise <= 0.5):
-        raise ValueError(f"label_noise must be a probability in [0, 0.5]; got {label_noise!r}")
-    seed = int(np.random.default_rng(random_state).integers(1 << 63))
-    most = max(1, n_features // 2)  # rows never need more than half the columns
-    sizes = _row_sizes(seed, n_samples, nnz_per_row, most)
-    indptr = np.zeros(n_samples + 1, np.int64)
-    np.cumsum(sizes, out=indptr[1:])
-    nnz = int(indptr[-1])
-    index_dtype = np.int32 if max(nnz, n_features) < 2**31 else np.int64
-    indices = np.empty(nnz, index_dtype)
-    data = np.empty(nnz, np.float64)
-    margins = np.empty(n_samples)
-    _fill(
-        seed,
-        indptr,
-        n_features,
-        nnz_per_row,
-        most,
-        float(power_law),
-        _weights(seed, n_features, planted == "dense"),
-        indices,
-        data,
-        margins,
+    rows = Rows.of(
+        n_samples, n_features, nnz_per_row, random_state, power_law, planted, label_noise
     )
-    threshold = np.quantile(margins, 1.0 - POSITIVE)
-    y = _labels(seed, margins, threshold, float(label_noise))
+    indices, data, indptr, margins = rows.block(0, n_samples)
+    y = rows.labels(0, margins, rows.threshold(margins))
     X = sp.csr_matrix(
-        (data.astype(dtype, copy=False), indices, indptr.astype(index_dtype)),
+        (data.astype(dtype, copy=False), indices, indptr.astype(indices.dtype)),
         shape=(n_samples, n_features),
     )
     return X, y
+
+
+class Rows:
+    """The rows of one :func:`make_url_like` problem, drawn a range at a time."""
+
+    def __init__(self, n_samples, n_features, nnz_per_row, seed, exponent, w, flip):
+        self.n_samples, self.n_features, self.nnz_per_row = n_samples, n_features, nnz_per_row
+        self.seed, self.exponent, self.w, self.flip = seed, exponent, w, flip
+        self.most = max(1, n_features // 2)  # rows never need more than half the columns
+        self.index_dtype = np.int32 if n_features < 2**31 else np.int64
+
+    @classmethod
+    def of(cls, n_samples, n_features, nnz_per_row, random_state, power_law, planted,
+           label_noise):  # fmt: skip
+        """The rows :func:`make_url_like` would draw with these arguments (checked)."""
+        for name, value in (
+            ("n_samples", n_samples),
+            ("n_features", n_features),
+            ("nnz_per_row", nnz_per_row),
+        ):
+            if not isinstance(value, int | np.integer) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}")
+        if planted not in PLANTED:
+            raise ValueError(f"planted must be one of {list(PLANTED)}; got {planted!r}")
+        if not (isinstance(power_law, int | float) and power_law > 0 and power_law != 1):
+            raise ValueError(f"power_law must be a positive number other than 1; got {power_law!r}")
+        if not (isinstance(label_noise, int | float) and 0 <= label_noise <= 0.5):
+            raise ValueError(f"label_noise must be a probability in [0, 0.5]; got {label_noise!r}")
+        seed = int(np.random.default_rng(random_state).integers(1 << 63))
+        w = _weights(seed, n_features, planted == "dense")
+        return cls(n_samples, n_features, nnz_per_row, seed, float(power_law), w,
+                   float(label_noise))  # fmt: skip
+
+    def block(self, start, stop):
+        """``(indices, data, indptr, margins)`` of rows ``start`` to ``stop - 1``: CSR
+        arrays (int64 ``indptr``) and the planted margins."""
+        sizes = _row_sizes(self.seed, start, stop - start, self.nnz_per_row, self.most)
+        indptr = np.zeros(stop - start + 1, np.int64)
+        np.cumsum(sizes, out=indptr[1:])
+        nnz = int(indptr[-1])
+        index_dtype = self.index_dtype if nnz < 2**31 else np.int64
+        indices = np.empty(nnz, index_dtype)
+        data = np.empty(nnz, np.float64)
+        margins = np.empty(stop - start)
+        _fill(self.seed, start, indptr, self.n_features, self.nnz_per_row, self.most,
+              self.exponent, self.w, indices, data, margins)  # fmt: skip
+        return indices, data, indptr, margins
+
+    @staticmethod
+    def threshold(margins):
+        """The margin above which a row is positive (before the flips): the top
+        :data:`POSITIVE` of all rows' ``margins``."""
+        return np.quantile(margins, 1.0 - POSITIVE)
+
+    def labels(self, start, margins, threshold):
+        """The labels of rows ``start`` on, from their ``margins``."""
+        return _labels(self.seed, start, margins, threshold, self.flip)
