@@ -49,6 +49,7 @@ bench: $(VENV)/.installed-test,bench peers
 	$(BENCH) projection $(B) --calibration $(CALIBRATED_1GBIT)
 	$(BENCH) parse $(B)
 	$(BENCH) jobs $(B)
+	$(BENCH) fullsize $(B)
 	$(if $(QUICK),,$(BIN)/python -m pytest -q -m bench)
 
 # The tools `sparcml bench peers` compares with: the `peers` extra (each package alone when

@@ -346,12 +346,14 @@ def run_spmd(options):
     begin = time.perf_counter()
     model.fit(X, y)
     seconds = time.perf_counter() - begin
+    peaks = comm.gather(peak_rss(), root=0)
     if rank == 0:
         timings = {
             "load_seconds": loaded + progress.load_seconds,
             "train_seconds": seconds - progress.seconds,
         }
-        finish(options, model, progress.rows, seconds, train, mode="mpi", ranks=size, **timings)
+        finish(options, model, progress.rows, seconds, train, mode="mpi", ranks=size,
+               peaks=peaks, **timings)  # fmt: skip
     return 0
 
 
@@ -389,7 +391,9 @@ def run_dask(options):
         while len(received) < model.n_iter_ and time.monotonic() < deadline:
             time.sleep(0.05)  # the last rows may still be on their way
         client.unsubscribe_topic(TOPIC)
-        finish(options, model, received, seconds, train, mode="dask", ranks=n_workers)
+        peaks = list(client.run(peak_rss).values())
+        finish(options, model, received, seconds, train, mode="dask", ranks=n_workers,
+               peaks=peaks)  # fmt: skip
     except BaseException:
         if options.scheduler_file is not None:
             client.close()
@@ -401,12 +405,21 @@ def run_dask(options):
     return 0
 
 
+def peak_rss():
+    """The most memory this process has held (resident set), in bytes."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
 def finish(
-    options, model, rows, seconds, train, *, mode, ranks, load_seconds=None, train_seconds=None
-):
+    options, model, rows, seconds, train, *, mode, ranks, load_seconds=None,
+    train_seconds=None, peaks=None,
+):  # fmt: skip
     """Print the summary; write the model and the metrics. ``seconds`` is the fit's;
     ``load_seconds`` (reading the train and test rows) and ``train_seconds`` (the fit less
-    the epoch callbacks' loading and scoring of test rows) are rank 0's, when known."""
+    the epoch callbacks' loading and scoring of test rows) are rank 0's, when known;
+    ``peaks``: each rank's (or Dask worker's) peak resident memory so far, in bytes."""
     import joblib
 
     model.set_params(comm=None, callback=None)
@@ -424,6 +437,7 @@ def finish(
         "test_accuracy": rows[-1]["test_accuracy"] if rows else None,
         "bytes_sent": sent,
         "dense_bytes": dense,
+        "peak_rss_bytes": peaks,
         "params": {k: v for k, v in model.get_params().items() if k not in ("comm", "callback")},
         "per_epoch": rows,
     }

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import joblib
 import numpy as np
 import pytest
 from sklearn.datasets import load_svmlight_file
@@ -16,7 +17,7 @@ from sparcml_apps import SparseSGDClassifier
 from sparcml_apps.bench import BENCHMARKS
 from sparcml_apps.bench._peer_systems import SYSTEMS
 from sparcml_apps.cli.main import build_parser
-from sparcml_apps.datasets import GENERATORS, make_url_like
+from sparcml_apps.datasets import GENERATORS, load_cache, make_url_like
 from sparcml_apps.train import estimator
 
 pytest.importorskip("matplotlib", reason="the plots need the bench extra")
@@ -43,7 +44,7 @@ def records(out, name):
 def test_every_benchmark_is_tested_here():
     tested = {
         "allreduce", "train", "throughput", "overlap", "projection", "diagnostics", "jobs",
-        "peers", "scaling",
+        "peers", "scaling", "fullsize",
     }  # fmt: skip
     assert set(BENCHMARKS) == tested | {"parse", "calibrate"}  # those two: below and apart
 
@@ -167,6 +168,36 @@ def test_scaling(tmp_path):
 
 
 CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2)]
+
+
+def test_fullsize(tmp_path):
+    quick("fullsize", tmp_path, "--dir", tmp_path / "work")
+    found = records(tmp_path, "fullsize")
+    assert [s["rows"] for s in found["sizes"]] == [10_000, 30_000] and found[
+        "disk_megabytes_per_second"
+    ] > 0
+    for size in found["sizes"]:
+        rows, test_rows = size["rows"], size["test_rows"]
+        stem = tmp_path / "work" / f"url-like-{rows}-seed0"
+        # the text, converted, is make_url_like's rows, the last tenth to test
+        X, y = make_url_like(rows + test_rows, 100_000, random_state=0)
+        for part, cut in (("svm", slice(0, rows)), ("t.svm", slice(rows, None))):
+            got, labels = load_cache(f"{stem}.{part}.cache")
+            assert (got != X[cut]).nnz == 0 and np.array_equal(labels, y[cut])
+        assert size["convert"]["rows_per_second"] == pytest.approx(
+            rows / size["convert"]["seconds"]
+        )
+        assert [t["nprocs"] for t in size["train"]] == [1, 2]
+        for t in size["train"]:
+            # the accuracy reported is the saved model's on the test rows
+            model = joblib.load(tmp_path / "work" / f"train-{rows}-P{t['nprocs']}" / "model.joblib")
+            assert t["test_accuracy"] == pytest.approx(model.score(X[rows:], y[rows:]), abs=1e-12)
+            assert sum(t["rows_per_rank"]) == rows and len(t["epoch_seconds"]) == 3
+            assert t["within_bound"] == all(
+                p <= b for p, b in zip(t["peak_rss_bytes"], t["bound_bytes"], strict=True)
+            )
+            assert all(50e6 < p < 4e9 for p in t["peak_rss_bytes"])
+    assert (tmp_path / "fullsize.png").stat().st_size > 10_000
 
 
 @pytest.mark.bench  # 25 s; tests/test_bench_peers.py tests its parts in make test

@@ -192,3 +192,31 @@ def test_compressed_files_convert_to_a_cache_that_shards(tmp_path, monkeypatch):
     assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref)
     with pytest.raises(ValueError, match="n_features must match the cache"):
         shard(tmp_path / "cache", 0, 3, n_features=123)
+
+
+def test_cache_written_while_parsing_syncs_and_fails_whole(text_file, tmp_path, monkeypatch):
+    from sparcml_apps.datasets import _cache
+
+    path, X_ref, y_ref = text_file
+    monkeypatch.setattr(_cache, "SYNC_BYTES", 1000)  # a sync every few rows' arrays
+    with open(path, "rb") as f:
+        pieces = iter_pieces(f, str(path), n_features=5000, chunk_bytes=4096)
+        write_cache(pieces, tmp_path / "c", n_features=5000)
+    X, y, _ = read_cache(tmp_path / "c")
+    assert (X != X_ref).nnz == 0 and X.shape == X_ref.shape
+    np.testing.assert_array_equal(y, y_ref)
+    # the disk fills up in the writing thread: the caller gets the error, nothing is left
+    append = _cache._NpyWriter.append
+    calls = []
+
+    def full(self, array):
+        calls.append(1)
+        if len(calls) > 20:
+            raise OSError(28, "No space left on device")
+        append(self, array)
+
+    monkeypatch.setattr(_cache._NpyWriter, "append", full)
+    with open(path, "rb") as f, pytest.raises(OSError, match="No space left on device"):
+        pieces = iter_pieces(f, str(path), n_features=5000, chunk_bytes=4096)
+        write_cache(pieces, tmp_path / "d", n_features=5000)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]

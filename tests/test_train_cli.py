@@ -70,6 +70,9 @@ def test_ranks_and_mpiexec_give_the_same_model(tmp_path):
     # as float32
     assert 0 < metrics["bytes_sent"] and metrics["dense_bytes"] == 2 * (1 + 1) * 50_001 * 4
     assert metrics["params"]["random_state"] == 3
+    # each rank's peak memory: at least an interpreter with numpy, scipy and numba
+    assert len(metrics["peak_rss_bytes"]) == 2
+    assert all(50e6 < peak < 4e9 for peak in metrics["peak_rss_bytes"])
 
 
 def broken_copy(tmp_path, line):
@@ -103,6 +106,7 @@ def test_dask_in_one_mpiexec_job(tmp_path):
         assert "Traceback" not in text and " - ERROR - " not in text, result.report()
     model, metrics = load(tmp_path)
     assert metrics["mode"] == "dask" and metrics["ranks"] == 2
+    assert len(metrics["peak_rss_bytes"]) == 2  # a worker's each
     assert [row["epoch"] for row in metrics["per_epoch"]] == [1, 2]
     # the test rows of the two workers, whichever chunks they trained on
     held = Source(rows=6000, features=50000, nnz_per_row=40, holdout=0.2, part="test")

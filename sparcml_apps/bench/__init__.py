@@ -15,4 +15,5 @@ BENCHMARKS = {
     "jobs": "sparcml_apps.bench.jobs",
     "peers": "sparcml_apps.bench.peers",
     "scaling": "sparcml_apps.bench.scaling",
+    "fullsize": "sparcml_apps.bench.fullsize",
 }

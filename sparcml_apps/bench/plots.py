@@ -223,3 +223,29 @@ def epochs(summary, path, title):
     ax.legend(fontsize=8)
     ax.set_title(f"{title}: test accuracy after each epoch", fontsize=10)
     _save(fig, path)
+
+
+def fullsize(records, path):
+    """Rows a second a rank, and each rank's peak memory against its bound, by size and P."""
+    plt = _pyplot()
+    fig, (speed, memory) = plt.subplots(1, 2, figsize=(10, 3.8))
+    labels, rates, peaks, bounds = [], [], [], []
+    for s in records["sizes"]:
+        for t in s["train"]:
+            for rank, (peak, bound) in enumerate(
+                zip(t["peak_rss_bytes"], t["bound_bytes"], strict=True)
+            ):
+                labels.append(f"{s['rows'] / 1e6:.2g}M rows\nP={t['nprocs']} rank {rank}")
+                rates.append(t["rows_per_second_per_rank"] / 1e3)
+                peaks.append(peak / 1e9)
+                bounds.append(bound / 1e9)
+    at = range(len(labels))
+    speed.bar(at, rates, color="tab:blue")
+    speed.set_ylabel("thousand rows a second a rank")
+    memory.bar(at, peaks, color="tab:orange", label="peak RSS")
+    memory.scatter(at, bounds, color="black", marker="_", s=400, label="bound")
+    memory.set_ylabel("GB")
+    memory.legend(fontsize=8)
+    for axis in (speed, memory):
+        axis.set_xticks(list(at), labels, fontsize=7)
+    _save(fig, path)

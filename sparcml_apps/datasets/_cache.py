@@ -3,8 +3,10 @@ JSON manifest, written in a temporary directory renamed into place, read as memo
 
 import json
 import os
+import queue
 import shutil
 import tempfile
+import threading
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -19,6 +21,11 @@ INT32_MAX = 2**31 - 1
 MAX_CLASSES = 1000
 """The manifest lists the distinct labels up to this many (else null: not classes)."""
 _COPY_BLOCK = 1 << 24
+SYNC_BYTES = 1 << 26
+"""A file of the cache being written goes to disk every this many bytes, so that the disk
+works while the rows are parsed (not all at the end, when the files are synced)."""
+_SPOOLED = 8
+"""Arrays queued for the writing thread at most."""
 
 
 class _NpyWriter:
@@ -28,6 +35,7 @@ class _NpyWriter:
         self.path = path
         self.dtype = np.dtype(dtype)
         self.length = 0
+        self.unsynced = 0
         self.file = open(path, "wb")
         self.header = self._header()
         self.file.write(self.header)
@@ -48,6 +56,11 @@ class _NpyWriter:
         array = np.ascontiguousarray(array, self.dtype)
         self.file.write(memoryview(array).cast("B"))
         self.length += array.size
+        self.unsynced += array.nbytes
+        if self.unsynced >= SYNC_BYTES:
+            self.file.flush()
+            os.fdatasync(self.file.fileno())
+            self.unsynced = 0
 
     def __enter__(self):
         return self
@@ -90,6 +103,7 @@ def write_cache(pieces, dest, *, n_features=None, info=None, check=None):
                     ("labels", np.float64),
                 )
             )
+            spool = stack.enter_context(_Spool())  # closed (written) before the files
             nnz = 0
             max_column = -1
             classes = set()
@@ -101,11 +115,11 @@ def write_cache(pieces, dest, *, n_features=None, info=None, check=None):
                         f"found column {piece.max_column}"
                     )
                 max_column = max(max_column, piece.max_column)
-                indptr.append(nnz + np.cumsum(piece.row_nnz))
+                spool.put(indptr, nnz + np.cumsum(piece.row_nnz))
                 nnz += int(piece.indices.size)
-                indices.append(piece.indices)
-                data.append(piece.values)
-                labels.append(piece.labels)
+                spool.put(indices, piece.indices)
+                spool.put(data, piece.values)
+                spool.put(labels, piece.labels)
                 if classes is not None:
                     classes.update(np.unique(piece.labels).tolist())
                     classes = classes if len(classes) <= MAX_CLASSES else None
@@ -128,6 +142,51 @@ def write_cache(pieces, dest, *, n_features=None, info=None, check=None):
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
+
+
+class _Spool:
+    """A thread that appends arrays to their writers in the order given, while the caller
+    goes on (parsing the next rows); an error it meets is raised by the next :meth:`put`
+    or by :meth:`close`."""
+
+    def __init__(self):
+        self._jobs = queue.Queue(_SPOOLED)
+        self._error = None
+        self._thread = threading.Thread(target=self._serve, name="cache-writer", daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        while (job := self._jobs.get()) is not None:
+            if self._error is None:
+                writer, array = job
+                try:
+                    writer.append(array)
+                except BaseException as exc:  # noqa: BLE001 - raised by put() or close()
+                    self._error = exc
+
+    def put(self, writer, array):
+        """Queue ``array`` (copied, in the writer's dtype) for ``writer``."""
+        if self._error is not None:
+            raise self._error
+        self._jobs.put((writer, np.array(array, writer.dtype)))
+
+    def close(self):
+        """Wait until every queued array is written."""
+        self._jobs.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            self.close()
+            return
+        self._error = self._error or value  # drop what is left
+        self._jobs.put(None)
+        self._thread.join()
 
 
 def _retype(path, dtype):

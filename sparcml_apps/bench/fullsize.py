@@ -1,0 +1,285 @@
+"""url at its real size, from LIBSVM text to a model: time and memory of every stage.
+
+Writes url-like LIBSVM files of url's shape (``write_url_like``, which never holds the
+matrix): 2,396,130 training rows and 239,613 test rows of one problem, 3,231,961
+columns, about 116 nonzeros a row; and, for comparison, a 400,000-row problem of the same
+generator (40,000 test rows). Then, each stage a fresh process: ``convert_svmlight`` of
+the files to CSR caches (seconds, rows a second, peak memory), ``load_cache`` of the
+training cache, and ``sparcml train`` on 1 and 2 ranks, default options, 3 epochs
+(seconds an epoch, rows a second a rank, test accuracy, each rank's peak memory against
+its shard's CSR bytes plus 4 times the model's bytes plus 500 MB).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..datasets import shard, write_url_like
+from ._output import add_out_argument, apply_quick, draw, write
+
+URL = {"rows": 2_396_130, "features": 3_231_961, "nnz_per_row": 116}
+"""The shape of LIBSVM's url (training rows, columns, mean nonzeros a row)."""
+TEST_SHARE = 0.1
+"""Test rows, as a share of the training rows."""
+SLACK = 500e6
+"""Bytes a rank may hold beyond its shard and 4 models (the interpreter, its libraries,
+the test rows, buffers)."""
+_KIB = 1024
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--rows", type=int, default=URL["rows"], help="training rows (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--compare-rows",
+        type=int,
+        default=400_000,
+        help="training rows of the run to compare with (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--features", type=int, default=URL["features"], help="columns (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--nnz-per-row",
+        type=int,
+        default=URL["nnz_per_row"],
+        help="mean nonzeros a row (default: %(default)s)",
+    )
+    parser.add_argument("--epochs", type=int, default=3, help="epochs (default: %(default)s)")
+    parser.add_argument(
+        "--ranks", type=int, nargs="+", default=[1, 2], help="rank counts (default: 1 2)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="data seed (default: 0)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        help="where to write the files and caches; those made before are reused (default: a "
+        "temporary directory, removed at the end)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="30,000 rows against 10,000 of 100,000 columns, for a smoke test (default: off)",
+    )
+    add_out_argument(parser)
+
+
+def run(args):
+    apply_quick(args, {"rows": 30_000, "compare_rows": 10_000, "features": 100_000})
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        return _measure(args, args.dir)
+    with tempfile.TemporaryDirectory(prefix="sparcml-bench-fullsize-") as folder:
+        return _measure(args, Path(folder))
+
+
+def _measure(args, folder):
+    records = {"cores": os.cpu_count(), "epochs": args.epochs, "sizes": []}
+    records["disk_megabytes_per_second"] = disk_rate(folder)
+    for rows in (args.compare_rows, args.rows):
+        records["sizes"].append(_size(args, folder, rows))
+    text = report(records)
+    print(text)
+    write(args.out, "fullsize", records, text)
+    draw("fullsize", records, args.out / "fullsize.png")
+    return 0
+
+
+def _size(args, folder, rows):
+    """Every stage at ``rows`` training rows."""
+    test_rows = int(round(rows * TEST_SHARE))
+    stem = folder / f"url-like-{rows}-seed{args.seed}"
+    train, test = Path(f"{stem}.svm"), Path(f"{stem}.t.svm")
+    record = {"rows": rows, "test_rows": test_rows, "features": args.features}
+    if not (train.exists() and test.exists()):
+        print(f"writing {rows:,} + {test_rows:,} url-like rows to {train} ...", flush=True)
+        begun = time.perf_counter()
+        write_url_like(
+            train, rows + test_rows, args.features, args.nnz_per_row, args.seed,
+            test_path=test, test_rows=test_rows, progress=_progress_bar(),
+        )  # fmt: skip
+        record["write_seconds"] = time.perf_counter() - begun
+    record["megabytes"] = train.stat().st_size / 1e6
+    caches = {}
+    for name, path in (("train", train), ("test", test)):
+        caches[name] = Path(f"{path}.cache")
+        if name == "train" or not caches[name].exists():
+            shutil.rmtree(caches[name], ignore_errors=True)  # a fresh conversion is timed
+            stage = _stage(_CONVERT, path, caches[name], args.features)
+            if name == "train":
+                record["convert"] = stage
+    record["convert"]["rows_per_second"] = rows / record["convert"]["seconds"]
+    record["cache_megabytes"] = sum(f.stat().st_size for f in caches["train"].iterdir()) / 1e6
+    record["load_cache"] = _stage(_LOAD, caches["train"])
+    record["train"] = [
+        _train(caches, nprocs, args, folder / f"train-{rows}-P{nprocs}") for nprocs in args.ranks
+    ]
+    return record
+
+
+_CONVERT = """
+import sys
+from sparcml_apps.datasets import convert_svmlight
+convert_svmlight(sys.argv[1], sys.argv[2], n_features=int(sys.argv[3]))
+"""
+_LOAD = """
+import sys, time
+from sparcml_apps.datasets import load_cache
+begun = time.perf_counter()
+X, y = load_cache(sys.argv[1])
+print(time.perf_counter() - begun, X.shape[0], X.nnz)
+"""
+
+
+def disk_rate(folder, megabytes=1024):
+    """MB a second of writing a file of ``megabytes`` to ``folder`` and syncing it: what
+    bounds a conversion, whose cache must reach the disk before it is installed."""
+    block = np.zeros(1 << 24, np.uint8)
+    path = Path(folder) / ".disk-rate"
+    begun = time.perf_counter()
+    with open(path, "wb") as file:
+        for _ in range(megabytes * (1 << 20) // block.size):
+            file.write(block)
+        file.flush()
+        os.fsync(file.fileno())
+    seconds = time.perf_counter() - begun
+    path.unlink()
+    return megabytes * (1 << 20) / 1e6 / seconds
+
+
+def _stage(code, *arguments):
+    """Run ``code`` in a fresh Python process: its wall seconds and peak memory."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        begun = time.perf_counter()
+        process = subprocess.Popen(
+            [sys.executable, "-c", code, *map(str, arguments)], stdout=out, stderr=err
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - begun
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        if process.returncode:
+            raise RuntimeError(f"a stage failed ({arguments}):\n{err.read()}")
+        return {"seconds": seconds, "peak_rss_bytes": usage.ru_maxrss * _KIB, "out": out.read()}
+
+
+def _train(caches, nprocs, args, folder):
+    """``sparcml train`` on ``nprocs`` ranks: per epoch, accuracy, memory against the
+    bound."""
+    folder.mkdir(parents=True, exist_ok=True)
+    metrics = folder / "metrics.json"
+    command = [
+        Path(sys.executable).with_name("sparcml"), "train", "--dataset", caches["train"],
+        "--test", caches["test"], "--n-features", args.features, "--epochs", args.epochs,
+        "--ranks", nprocs, "--model", folder / "model.joblib", "--metrics", metrics,
+    ]  # fmt: skip
+    print(f"sparcml train --ranks {nprocs} on {caches['train']} ...", flush=True)
+    env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
+    done = subprocess.run(list(map(str, command)), env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"sparcml train --ranks {nprocs} failed:\n{done.stderr}")
+    print(done.stdout, flush=True)
+    m = json.loads(metrics.read_text())
+    rows_per_rank, bounds = shards(caches, nprocs, args.features)
+    epoch_seconds = [row["seconds"] for row in m["per_epoch"]]
+    median = float(np.median(epoch_seconds))  # (averaging starts with the second epoch)
+    return {
+        "nprocs": nprocs,
+        "epoch_seconds": epoch_seconds,
+        "median_epoch_seconds": median,
+        "rows_per_rank": rows_per_rank,
+        "rows_per_second_per_rank": max(rows_per_rank) / median,
+        "test_accuracy": m["test_accuracy"],
+        "load_seconds": m["load_seconds"],
+        "peak_rss_bytes": m["peak_rss_bytes"],
+        "bound_bytes": bounds,
+        "within_bound": all(p <= b for p, b in zip(m["peak_rss_bytes"], bounds, strict=True)),
+    }
+
+
+def shards(caches, nprocs, n_features):
+    """Each rank's training rows, and its memory bound: the CSR bytes (values, indices, row
+    pointers and labels) of its shards of the training and the test rows (which it holds
+    to score every epoch) plus 4 times the model's bytes plus :data:`SLACK`."""
+    rows, bounds = [], []
+    for rank in range(nprocs):
+        csr = 0
+        for name in ("test", "train"):
+            X, y = shard(caches[name], rank, nprocs, n_features)  # memory maps: nothing read
+            csr += X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + np.asarray(y).nbytes
+        rows.append(X.shape[0])
+        bounds.append(int(csr + 4 * 8 * (n_features + 1) + SLACK))
+    return rows, bounds
+
+
+def _progress_bar():
+    """A progress callback for ``write_url_like``: a tqdm bar of the rows written."""
+    from tqdm import tqdm
+
+    bar = None
+
+    def show(done, total, seconds):
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, unit=" rows", unit_scale=True, desc="write", leave=False)
+        bar.update(done - bar.n)
+        if done == total:
+            bar.close()
+
+    return show
+
+
+def report(r):
+    """The figures as Markdown."""
+    disk = r["disk_megabytes_per_second"]
+    lines = [
+        f"Each stage a fresh process; {r['cores']} cores; `sparcml train` with default "
+        f"options, {r['epochs']} epochs, NUMBA_NUM_THREADS=1 a rank. The disk takes "
+        f"{disk:.0f} MB/s written and synced: the cache's bytes over that rate bound the "
+        "conversion.",
+        "",
+        "| training rows | MB of text | convert (s) | rows/s | convert peak (MB) | MB of cache "
+        "| cache over the disk's rate (s) | load cache (ms) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in r["sizes"]:
+        c = s["convert"]
+        load = float(s["load_cache"]["out"].split()[0])
+        lines.append(
+            f"| {s['rows']:,} | {s['megabytes']:,.0f} | {c['seconds']:.1f} | "
+            f"{c['rows_per_second']:,.0f} | {c['peak_rss_bytes'] / 1e6:,.0f} | "
+            f"{s['cache_megabytes']:,.0f} | {s['cache_megabytes'] / disk:.1f} | {load * 1e3:.1f} |"
+        )
+    lines += [
+        "",
+        "| training rows | P | seconds of each epoch | rows/s a rank (median epoch) | "
+        "test accuracy | peak MB a rank | bound MB a rank | within |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in r["sizes"]:
+        for t in s["train"]:
+            peaks = " / ".join(f"{p / 1e6:,.0f}" for p in t["peak_rss_bytes"])
+            bounds = " / ".join(f"{b / 1e6:,.0f}" for b in t["bound_bytes"])
+            lines.append(
+                f"| {s['rows']:,} | {t['nprocs']} | "
+                f"{' / '.join(f'{e:.2f}' for e in t['epoch_seconds'])} | "
+                f"{t['rows_per_second_per_rank']:,.0f} | {t['test_accuracy']:.4f} | {peaks} | "
+                f"{bounds} | {'yes' if t['within_bound'] else 'NO'} |"
+            )
+    small, full = r["sizes"][0], r["sizes"][-1]
+    lines.append("")
+    for a, b in zip(small["train"], full["train"], strict=True):
+        ratio = b["rows_per_second_per_rank"] / a["rows_per_second_per_rank"]
+        lines.append(
+            f"- {b['nprocs']} rank(s): rows a second a rank at {full['rows']:,} rows are "
+            f"{ratio:.2f}x those at {small['rows']:,}"
+        )
+    return "\n".join(lines)
