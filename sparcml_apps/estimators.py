@@ -32,7 +32,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 import collectives
 
-from . import checkpoint, holdout, jobs, training
+from . import checkpoint, holdout, jobs, memory, training
 from . import kernels as K
 
 SPARSE_INTERCEPT_DECAY = 0.01  # as scikit-learn: sparse rows update the intercept less
@@ -388,6 +388,7 @@ class _SparseSGD(BaseEstimator):
                 validation=validation,
                 progress=progress,
                 checkpoints=checkpoints,
+                block_rows=memory.block_rows(X, setup.n_out * setup.n_features, comm),
             )
         except collectives.RankError:
             raise

@@ -29,6 +29,7 @@ from collectives import Stats
 
 from . import exchange as E
 from . import kernels as K
+from . import memory
 
 
 @dataclass
@@ -307,6 +308,7 @@ class _Epochs:
         self.exchanging = nprocs > 1 or setup.compression is not None
         weights.prepare(setup, self.exchanging)
         self.exchange = None
+        self.windows = self.window_steps = None
 
     def run(self, order, stats, progress, pause=None):
         """The epoch over this rank's rows in ``order``, from step ``progress.step`` on
@@ -364,7 +366,29 @@ class _Epochs:
     def _period(self, order, first, stop, loss_sum):
         """The steps from ``first``, up to ``stop`` or where ``wscale`` must be folded into
         the weights; the epoch's summed loss so far (``loss_sum`` before them) and the step
-        they stopped before."""
+        they stopped before. Out of core, the steps go a window at a time
+        (:class:`sparcml_apps.memory.Windows`)."""
+        if self.windows is None:
+            return self._kernel(order, first, stop, loss_sum)
+        edges = self.window_steps
+        k = int(np.searchsorted(edges, first, "right")) - 1
+        while True:
+            self.windows.enter(k)
+            end = min(stop, int(edges[k + 1])) if k + 1 < edges.size else stop
+            loss_sum, done = self._kernel(order, first, end, loss_sum)
+            if done < end or end == stop:
+                return loss_sum, done
+            first, k = end, k + 1
+
+    def use_windows(self, windows, starts):
+        """The epoch goes out of core through ``windows``, which start at positions
+        ``starts`` of its order (None: in memory)."""
+        if self.windows is not None:
+            self.windows.close()
+        self.windows = windows
+        self.window_steps = None if windows is None else starts // self.setup.batch_size
+
+    def _kernel(self, order, first, stop, loss_sum):
         X, w, setup, exchange = self.X, self.weights, self.setup, self.exchange
         loss_sum, n_touched, done = K.steps(
             self.indptr,
@@ -418,7 +442,7 @@ def _global_sums(comm, values):
 
 def train(
     X, y, row_weight, setup, weights, comm, *, max_epochs, check_convergence=True,
-    validation=None, progress=None, checkpoints=None,
+    validation=None, progress=None, checkpoints=None, block_rows=0,
 ):  # fmt: skip
     """Run up to ``max_epochs`` epochs on every rank of ``comm``; the list of :class:`Epoch`.
 
@@ -433,6 +457,8 @@ def train(
     ``max_epochs``. ``checkpoints``, if given, saves the state through
     ``checkpoints.save(weights, progress, comm)`` after every epoch, and within one
     wherever ``checkpoints.due(comm)`` says so and the epoch can be resumed from.
+    ``block_rows`` (not 0): this rank's epochs go out of core, a window of blocks of that
+    many rows at a time (:func:`sparcml_apps.memory.epoch_order`).
     """
     rank = comm.Get_rank()
     epochs = _Epochs(X, y, row_weight, setup, weights, comm)
@@ -446,13 +472,18 @@ def train(
         stats = Stats(**progress.stats)
         if setup.shuffle:
             generator = np.random.default_rng([setup.seed, rank, weights.epochs])
-            order = generator.permutation(X.shape[0])
+            order, starts, blocks = memory.epoch_order(generator, X.shape[0], block_rows)
+            if blocks is not None:
+                epochs.use_windows(memory.Windows(X, block_rows, blocks), starts)
         else:
             order = np.arange(X.shape[0])
         pause = None
         if checkpoints is not None:
             pause = _pause(checkpoints, weights, progress, epochs, stats, begin, comm)
-        loss_sum = epochs.run(order, stats, progress, pause)
+        try:
+            loss_sum = epochs.run(order, stats, progress, pause)
+        finally:
+            epochs.use_windows(None, None)
         progress.step, progress.loss_sum, progress.stats, progress.exchange = 0, 0.0, {}, {}
         progress.seconds = 0.0
         if setup.l1 > 0 and weights.agreed.size:  # the agreed model, then the copy

@@ -7,7 +7,9 @@ generator (40,000 test rows). Then, each stage a fresh process: ``convert_svmlig
 the files to CSR caches (seconds, rows a second, peak memory), ``load_cache`` of the
 training cache, and ``sparcml train`` on 1 and 2 ranks, default options, 3 epochs
 (seconds an epoch, rows a second a rank, test accuracy, each rank's peak memory against
-its shard's CSR bytes plus 4 times the model's bytes plus 500 MB).
+its shard's CSR bytes plus 4 times the model's bytes plus 500 MB). Where memory cgroups
+can be made (root, cgroup v1), 1 rank trains again within a memory limit of half its
+rows' bytes: out of core (:mod:`sparcml_apps.memory`).
 """
 
 import json
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import cgroups
 from ..datasets import shard, write_url_like
 from ._output import add_out_argument, apply_quick, draw, write
 
@@ -122,6 +125,15 @@ def _size(args, folder, rows):
     record["train"] = [
         _train(caches, nprocs, args, folder / f"train-{rows}-P{nprocs}") for nprocs in args.ranks
     ]
+    X, _ = shard(caches["train"], 0, 1, args.features)
+    limit = (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) // 2
+    if not cgroups.available():
+        print(f"out of core left out: {cgroups.WHY_NOT}")
+    elif limit < 2 * SLACK:
+        print(f"out of core left out at {rows:,} rows: half their bytes would not hold a rank")
+    else:
+        run = _train(caches, 1, args, folder / f"train-{rows}-P1-limited", limit=limit)
+        record["out_of_core"] = {**run, "limit_bytes": limit}
     return record
 
 
@@ -171,9 +183,10 @@ def _stage(code, *arguments):
         return {"seconds": seconds, "peak_rss_bytes": usage.ru_maxrss * _KIB, "out": out.read()}
 
 
-def _train(caches, nprocs, args, folder):
+def _train(caches, nprocs, args, folder, limit=None):
     """``sparcml train`` on ``nprocs`` ranks: per epoch, accuracy, memory against the
-    bound."""
+    bound. With ``limit``, in a memory cgroup of that many bytes, the caches' pages
+    dropped first from the page cache (so that the run reads them into its own memory)."""
     folder.mkdir(parents=True, exist_ok=True)
     metrics = folder / "metrics.json"
     command = [
@@ -181,12 +194,23 @@ def _train(caches, nprocs, args, folder):
         "--test", caches["test"], "--n-features", args.features, "--epochs", args.epochs,
         "--ranks", nprocs, "--model", folder / "model.joblib", "--metrics", metrics,
     ]  # fmt: skip
-    print(f"sparcml train --ranks {nprocs} on {caches['train']} ...", flush=True)
+    within = f" within {limit / 1e6:,.0f} MB" if limit else ""
+    print(f"sparcml train --ranks {nprocs} on {caches['train']}{within} ...", flush=True)
     env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
-    done = subprocess.run(list(map(str, command)), env=env, capture_output=True, text=True)
+    command = list(map(str, command))
+    if limit is None:
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+    else:
+        for cache in caches.values():
+            cgroups.evict(cache)
+        with cgroups.limited(limit) as group:
+            done = subprocess.run(
+                command, env=env, capture_output=True, text=True, preexec_fn=group.join
+            )
+            group_peak = group.peak()
     if done.returncode:
         raise RuntimeError(f"sparcml train --ranks {nprocs} failed:\n{done.stderr}")
-    print(done.stdout, flush=True)
+    print(done.stdout, done.stderr, flush=True)
     m = json.loads(metrics.read_text())
     rows_per_rank, bounds = shards(caches, nprocs, args.features)
     epoch_seconds = [row["seconds"] for row in m["per_epoch"]]
@@ -202,6 +226,8 @@ def _train(caches, nprocs, args, folder):
         "peak_rss_bytes": m["peak_rss_bytes"],
         "bound_bytes": bounds,
         "within_bound": all(p <= b for p, b in zip(m["peak_rss_bytes"], bounds, strict=True)),
+        "out_of_core": "out of core" in done.stderr,
+        **({"cgroup_peak_bytes": group_peak} if limit else {}),
     }
 
 
@@ -276,6 +302,20 @@ def report(r):
             )
     small, full = r["sizes"][0], r["sizes"][-1]
     lines.append("")
+    for s in r["sizes"]:
+        if "out_of_core" not in s:
+            continue
+        o, one = s["out_of_core"], s["train"][0]
+        lines.append(
+            f"- {s['rows']:,} rows on 1 rank in a memory cgroup of {o['limit_bytes'] / 1e6:,.0f}"
+            f" MB (half the rows' CSR bytes), the cache out of the page cache first: "
+            f"{'out of core' if o['out_of_core'] else 'in memory (!)'}, epochs "
+            f"{' / '.join(f'{e:.2f}' for e in o['epoch_seconds'])} s, "
+            f"{sum(o['epoch_seconds']) / sum(one['epoch_seconds']):.2f}x the time in memory; "
+            f"test accuracy {o['test_accuracy']:.4f} against {one['test_accuracy']:.4f}; peak "
+            f"RSS {o['peak_rss_bytes'][0] / 1e6:,.0f} MB, the cgroup's peak (page cache too) "
+            f"{o['cgroup_peak_bytes'] / 1e6:,.0f} MB"
+        )
     for a, b in zip(small["train"], full["train"], strict=True):
         ratio = b["rows_per_second_per_rank"] / a["rows_per_second_per_rank"]
         lines.append(

@@ -216,6 +216,17 @@ def _fraction_or_count(text):
     return int(value) if value >= 1 and value.is_integer() else value
 
 
+def _log_choices():
+    """Every rank says on stderr how it holds its rows (in memory or out of core)."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("sparcml train: %(message)s"))
+    logger = logging.getLogger("sparcml_apps.memory")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:
@@ -235,6 +246,7 @@ def main(argv=None):
             return _mpiexec.run_module(
                 options.ranks, "sparcml_apps.cli.main", rest, capture=False
             ).returncode
+        _log_choices()
         return train.run_dask(options) if options.dask else train.run_spmd(options)
     except KeyboardInterrupt:
         if options.ranks is not None or options.dask or _rank() == 0:

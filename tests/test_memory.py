@@ -1,0 +1,83 @@
+"""Out of core: when a rank's rows (memory maps) exceed its memory, epochs go a window of
+blocks at a time; the order is still a seeded permutation, and reruns give the same model."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from sparcml_apps import SparseSGDClassifier, memory
+from sparcml_apps.datasets import convert_svmlight, load_cache, write_url_like
+
+
+def test_epoch_order_is_a_permutation_of_shuffled_windows_of_blocks():
+    n, block = 10_007, 100
+    order, starts, blocks = memory.epoch_order(np.random.default_rng(5), n, block)
+    assert np.array_equal(np.sort(order), np.arange(n))
+    assert starts[0] == 0 and np.all(np.diff(starts) > 0)
+    assert len(blocks) == -(-101 // memory.WINDOW_BLOCKS)
+    firsts = np.concatenate(blocks)
+    assert np.array_equal(np.sort(firsts), np.arange(0, n, block))  # every block once
+    assert not np.array_equal(firsts, np.sort(firsts))  # in a new order
+    ends = [*starts[1:], n]
+    for start, end, window in zip(starts, ends, blocks, strict=True):
+        rows = order[start:end]
+        # a window holds its blocks' rows, each once, mixed across the blocks
+        expected = np.concatenate([np.arange(b, min(b + block, n)) for b in window])
+        assert np.array_equal(np.sort(rows), np.sort(expected))
+        assert not np.array_equal(rows, expected)
+        if len(window) > 1:
+            assert len(np.unique(rows[:block] // block)) > 1
+    # the same generator state, the same order; in memory, the plain permutation
+    again = memory.epoch_order(np.random.default_rng(5), n, block)[0]
+    assert np.array_equal(order, again)
+    plain, starts, blocks = memory.epoch_order(np.random.default_rng(5), n, 0)
+    assert np.array_equal(plain, np.random.default_rng(5).permutation(n)) and blocks is None
+
+
+def test_file_backed_and_limit(tmp_path, monkeypatch):
+    (X, _), _ = cache(tmp_path)
+    assert memory.file_backed(X.data) and memory.file_backed(X.indices[10:])
+    assert not memory.file_backed(X.data.copy())
+    monkeypatch.setenv(memory.LIMIT_VARIABLE, "123456789")
+    assert memory.limit() == 123456789
+    monkeypatch.delenv(memory.LIMIT_VARIABLE)
+    assert 0 < memory.limit() <= 2**63
+
+
+def cache(tmp_path):
+    """10,000 url-like rows to train and 2,000 to test, as CSR caches (memory maps)."""
+    write_url_like(tmp_path / "train.svm", 12_000, 20_000, 40, random_state=3,
+                   test_path=tmp_path / "test.svm", test_rows=2_000)  # fmt: skip
+    for part in ("train", "test"):
+        convert_svmlight(tmp_path / f"{part}.svm", tmp_path / part, n_features=20_000)
+    return load_cache(tmp_path / "train"), load_cache(tmp_path / "test")
+
+
+def test_out_of_core_fit_reruns_bit_for_bit_and_learns_as_well(tmp_path, monkeypatch, caplog):
+    (X, y), (X_test, y_test) = cache(tmp_path)
+
+    def fit():
+        return SparseSGDClassifier(max_iter=4, tol=None, random_state=1).fit(X, y)
+
+    with caplog.at_level(logging.INFO, logger="sparcml_apps.memory"):
+        inside = fit()
+    assert "trained in memory" in caplog.text
+    caplog.clear()
+    # room for 600 KB of rows: the 5.3 MB of rows go out of core
+    room = 600e3
+    limit = memory.SLACK + memory.MODELS * 8 * 20_000 + room
+    monkeypatch.setenv(memory.LIMIT_VARIABLE, str(limit))
+    held = memory.csr_bytes(X)
+    expected_rows = int(room * memory.WINDOW_SHARE / memory.WINDOW_BLOCKS / (held / 10_000))
+    with caplog.at_level(logging.INFO, logger="sparcml_apps.memory"):
+        first = fit()
+    assert f"trained out of core, windows of 8 blocks of {expected_rows} rows" in caplog.text
+    second = fit()
+    assert first.coef_.tobytes() == second.coef_.tobytes()
+    assert first.intercept_.tobytes() == second.intercept_.tobytes()
+    assert first.coef_.tobytes() != inside.coef_.tobytes()  # another order
+    # reading ahead and letting go change what is in memory, not the model
+    monkeypatch.setattr(memory.Windows, "_advise", lambda self, k, what: None)
+    assert fit().coef_.tobytes() == first.coef_.tobytes()
+    assert first.score(X_test, y_test) == pytest.approx(inside.score(X_test, y_test), abs=0.01)
