@@ -364,6 +364,7 @@ class _SparseSGD(BaseEstimator):
             )
         if self.callback is not None:
             setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype, comm=comm)
+            setup.progress = getattr(self.callback, "steps", None)
         checkpoints = progress = resumed_from = None
         if self.checkpoint is not None:
             checkpoints = checkpoint.Checkpoints(
@@ -417,7 +418,8 @@ class _SparseSGD(BaseEstimator):
     def _resume_options(self, setup, comm):
         """What a run must share with a checkpoint to resume from it: the options of the
         training (but how many epochs it may take), the classes and the number of ranks."""
-        options = {k: v for k, v in setup.__dict__.items() if k not in ("callback", "verbose")}
+        skipped = ("callback", "progress", "verbose")
+        options = {k: v for k, v in setup.__dict__.items() if k not in skipped}
         options.update(
             value_dtype=np.dtype(setup.value_dtype).name,
             early_stopping=self.early_stopping,
@@ -705,6 +707,9 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     callback : callable, default=None
         Called on every rank after every epoch as ``callback(estimator, record)`` with the
         current ``coef_``/``intercept_`` set and the epoch's record (loss, seconds, traffic).
+        If it also has a method ``steps(done, rows)``, rank 0 calls that within every epoch
+        with the rows of its own it has stepped over (every 16,384 steps and at the end),
+        for a progress bar.
     checkpoint : str or path, default=None
         A directory (the same on every rank) where ``fit`` saves the whole training state
         after every epoch: every rank's weights and state arrays, the epoch and where the

@@ -34,6 +34,8 @@ WINDOW_BLOCKS = 8
 WINDOW_SHARE = 1 / 3
 """Out of core, the share of the memory left for rows that a window's rows take: the
 steps' window and the next one, read ahead, take two thirds."""
+LEAST_WINDOW = 64e6
+"""Bytes of a window's rows, however little memory is left."""
 READ_BYTES = 1 << 23
 """Out of core, the next window's rows are read ahead this many bytes at a time."""
 _NO_LIMIT = 1 << 60  # cgroup v1 reports "no limit" as a number near 2**63
@@ -105,7 +107,8 @@ def block_rows(X, n_weights, comm):
         LOG.info("%s in %s MB of memory: trained in memory", where, f"{share / 1e6:,.0f}")
         return 0
     per_row = held / X.shape[0]
-    rows = max(1, int(max(room, 0) * WINDOW_SHARE / WINDOW_BLOCKS / per_row))
+    window = max(room * WINDOW_SHARE, LEAST_WINDOW)
+    rows = max(1, int(window / WINDOW_BLOCKS / per_row))
     LOG.info(
         "%s, more than the %s MB left of %s MB for rows: trained out of core, windows of "
         "%d blocks of %d rows (%s MB)",
@@ -203,6 +206,10 @@ class _Mapped:
         self.map_offset = source.offset - aligned + at  # from the mapping's first byte
         self.mapping = source.base
         self.fd = os.open(source.filename, os.O_RDONLY)
+        # no read-around for faults, no readahead past the reads: what is not asked for
+        # would fill the memory with rows of other windows (8 MB around a fault, here)
+        self.mapping.madvise(mmap.MADV_RANDOM)
+        os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_RANDOM)
 
     @classmethod
     def of(cls, array):

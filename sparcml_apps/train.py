@@ -97,6 +97,23 @@ class Progress:
     """Seconds this rank took to load its test rows."""
     seconds: float = 0.0
     """Seconds this rank spent in the callback: loading and scoring the test rows."""
+    bar: object = field(default=None, repr=False)
+    """Rank 0's progress bar through the epoch, on a terminal."""
+
+    def steps(self, done, rows):
+        """Rank 0 has stepped over ``done`` of its ``rows`` this epoch: a bar on stderr,
+        when it is a terminal (rows, rate, time left)."""
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=rows, desc=f"epoch {len(self.rows) + 1}", unit=" rows", unit_scale=True,
+                leave=False, disable=None,
+            )  # fmt: skip
+        self.bar.update(done - self.bar.n)
+        if done >= rows:
+            self.bar.close()
+            self.bar = None
 
     def __call__(self, estimator, record):
         begin = time.perf_counter()

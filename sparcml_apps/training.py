@@ -69,6 +69,7 @@ class Setup:
     verbose: int = 0
     classifier: bool = True
     callback: object = None
+    progress: object = None  # on rank 0, progress(rows done, rows) within epochs
 
     @property
     def size(self):
@@ -308,7 +309,7 @@ class _Epochs:
         self.exchanging = nprocs > 1 or setup.compression is not None
         weights.prepare(setup, self.exchanging)
         self.exchange = None
-        self.windows = self.window_steps = None
+        self.windows = self.window_steps = self.edges = None
 
     def run(self, order, stats, progress, pause=None):
         """The epoch over this rank's rows in ``order``, from step ``progress.step`` on
@@ -368,25 +369,45 @@ class _Epochs:
         the weights; the epoch's summed loss so far (``loss_sum`` before them) and the step
         they stopped before. Out of core, the steps go a window at a time
         (:class:`sparcml_apps.memory.Windows`)."""
-        if self.windows is None:
+        if self.edges is None:
             return self._kernel(order, first, stop, loss_sum)
-        edges = self.window_steps
-        k = int(np.searchsorted(edges, first, "right")) - 1
         while True:
-            self.windows.enter(k)
-            end = min(stop, int(edges[k + 1])) if k + 1 < edges.size else stop
+            self._reached(first)
+            at = int(np.searchsorted(self.edges, first, "right"))
+            end = min(stop, int(self.edges[at])) if at < self.edges.size else stop
             loss_sum, done = self._kernel(order, first, end, loss_sum)
             if done < end or end == stop:
                 return loss_sum, done
-            first, k = end, k + 1
+            first = end
 
-    def use_windows(self, windows, starts):
-        """The epoch goes out of core through ``windows``, which start at positions
-        ``starts`` of its order (None: in memory)."""
+    def begin_epoch(self, windows=None, starts=None):
+        """Where the epoch's steps break off: for ``windows`` (out of core; they start at
+        positions ``starts`` of the epoch's order) and, on rank 0, to report progress
+        (``setup.progress``) every :data:`PROGRESS_STEPS` steps. None: nowhere."""
+        self.end_epoch()
+        self.windows = windows
+        edges = []
+        if windows is not None:
+            self.window_steps = starts // self.setup.batch_size
+            edges.append(self.window_steps)
+        if self.setup.progress is not None and self.comm.Get_rank() == 0:
+            edges.append(np.arange(0, self.steps, PROGRESS_STEPS))
+        self.edges = np.unique(np.concatenate(edges)) if edges else None
+
+    def end_epoch(self):
         if self.windows is not None:
             self.windows.close()
-        self.windows = windows
-        self.window_steps = None if windows is None else starts // self.setup.batch_size
+        if self.edges is not None and self.setup.progress is not None and self.comm.Get_rank() == 0:
+            self.setup.progress(self.X.shape[0], self.X.shape[0])
+        self.windows = self.window_steps = self.edges = None
+
+    def _reached(self, step):
+        """The steps reach ``step``: its window is entered, the progress told."""
+        if self.windows is not None:
+            self.windows.enter(int(np.searchsorted(self.window_steps, step, "right")) - 1)
+        if self.setup.progress is not None and self.comm.Get_rank() == 0:
+            rows = self.X.shape[0]
+            self.setup.progress(min(step * self.setup.batch_size, rows), rows)
 
     def _kernel(self, order, first, stop, loss_sum):
         X, w, setup, exchange = self.X, self.weights, self.setup, self.exchange
@@ -428,6 +449,8 @@ class _Epochs:
 
 PAUSE_STEPS = 4096
 """One rank alone may be checkpointed within an epoch every this many steps."""
+PROGRESS_STEPS = 16384
+"""Rank 0 reports its progress through an epoch every this many steps."""
 _FLAGS = np.empty(0, np.bool_)
 _TOUCHED = np.empty(0, np.int64)
 
@@ -473,17 +496,17 @@ def train(
         if setup.shuffle:
             generator = np.random.default_rng([setup.seed, rank, weights.epochs])
             order, starts, blocks = memory.epoch_order(generator, X.shape[0], block_rows)
-            if blocks is not None:
-                epochs.use_windows(memory.Windows(X, block_rows, blocks), starts)
         else:
-            order = np.arange(X.shape[0])
+            order, starts, blocks = np.arange(X.shape[0]), None, None
+        windows = None if blocks is None else memory.Windows(X, block_rows, blocks)
+        epochs.begin_epoch(windows, starts)
         pause = None
         if checkpoints is not None:
             pause = _pause(checkpoints, weights, progress, epochs, stats, begin, comm)
         try:
             loss_sum = epochs.run(order, stats, progress, pause)
         finally:
-            epochs.use_windows(None, None)
+            epochs.end_epoch()
         progress.step, progress.loss_sum, progress.stats, progress.exchange = 0, 0.0, {}, {}
         progress.seconds = 0.0
         if setup.l1 > 0 and weights.agreed.size:  # the agreed model, then the copy

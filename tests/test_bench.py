@@ -197,6 +197,11 @@ def test_fullsize(tmp_path):
                 p <= b for p, b in zip(t["peak_rss_bytes"], t["bound_bytes"], strict=True)
             )
             assert all(50e6 < p < 4e9 for p in t["peak_rss_bytes"])
+        # the same rows on two Dask workers: the accuracy of the model it saved
+        dask = size["dask"]
+        model = joblib.load(tmp_path / "work" / f"train-{rows}-dask" / "model.joblib")
+        assert dask["test_accuracy"] == pytest.approx(model.score(X[rows:], y[rows:]), abs=1e-12)
+        assert len(dask["peak_rss_bytes"]) == 2 and all(50e6 < p for p in dask["peak_rss_bytes"])
     assert (tmp_path / "fullsize.png").stat().st_size > 10_000
 
 

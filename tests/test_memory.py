@@ -6,7 +6,7 @@ import logging
 import numpy as np
 import pytest
 
-from sparcml_apps import SparseSGDClassifier, memory
+from sparcml_apps import SparseSGDClassifier, cgroups, memory
 from sparcml_apps.datasets import convert_svmlight, load_cache, write_url_like
 
 
@@ -64,7 +64,8 @@ def test_out_of_core_fit_reruns_bit_for_bit_and_learns_as_well(tmp_path, monkeyp
         inside = fit()
     assert "trained in memory" in caplog.text
     caplog.clear()
-    # room for 600 KB of rows: the 5.3 MB of rows go out of core
+    # room for 600 KB of rows: the 5.3 MB of rows go out of core (in windows of 200 KB)
+    monkeypatch.setattr(memory, "LEAST_WINDOW", 0)
     room = 600e3
     limit = memory.SLACK + memory.MODELS * 8 * 20_000 + room
     monkeypatch.setenv(memory.LIMIT_VARIABLE, str(limit))
@@ -81,3 +82,66 @@ def test_out_of_core_fit_reruns_bit_for_bit_and_learns_as_well(tmp_path, monkeyp
     monkeypatch.setattr(memory.Windows, "_advise", lambda self, k, what: None)
     assert fit().coef_.tobytes() == first.coef_.tobytes()
     assert first.score(X_test, y_test) == pytest.approx(inside.score(X_test, y_test), abs=0.01)
+
+
+def test_progress_within_epochs_leaves_the_model_alone():
+    from sparcml_apps.datasets import make_url_like
+
+    X, y = make_url_like(40_000, 20_000, 30, random_state=2)
+
+    class Steps:
+        def __init__(self):
+            self.calls = []
+
+        def __call__(self, estimator, record):
+            self.calls.append("epoch")
+
+        def steps(self, done, rows):
+            self.calls.append((done, rows))
+
+    seen = Steps()
+    told = SparseSGDClassifier(max_iter=2, tol=None, random_state=0, callback=seen).fit(X, y)
+    plain = SparseSGDClassifier(max_iter=2, tol=None, random_state=0).fit(X, y)
+    assert told.coef_.tobytes() == plain.coef_.tobytes()
+    epoch = [(0, 40_000), (16_384, 40_000), (32_768, 40_000), (40_000, 40_000), "epoch"]
+    assert seen.calls == epoch * 2
+
+
+@pytest.mark.bench  # about 2 minutes: 1.6 GB of rows written, converted and trained
+@pytest.mark.skipif(not cgroups.available(), reason=cgroups.WHY_NOT)
+def test_out_of_core_in_a_cgroup_of_half_the_rows(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    write_url_like(tmp_path / "train.svm", 1_200_000, random_state=4,
+                   test_path=tmp_path / "test.svm", test_rows=100_000)  # fmt: skip
+    for part in ("train", "test"):
+        convert_svmlight(tmp_path / f"{part}.svm", tmp_path / part, n_features=3_231_961)
+        (tmp_path / f"{part}.svm").unlink()
+    X, y = load_cache(tmp_path / "train")
+    limit = memory.csr_bytes(X) // 2
+    runs = {}
+    for name in ("memory", "limited"):
+        command = [
+            sys.executable, "-m", "sparcml_apps.cli.main", "train", "--dataset",
+            tmp_path / "train", "--test", tmp_path / "test", "--n-features", 3_231_961,
+            "--epochs", 2, "--metrics", tmp_path / f"{name}.json",
+            "--model", tmp_path / f"{name}.joblib",
+        ]  # fmt: skip
+        command = list(map(str, command))
+        if name == "memory":
+            done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        else:
+            for part in ("train", "test"):
+                cgroups.evict(tmp_path / part)
+            with cgroups.limited(limit) as group:
+                done = subprocess.run(
+                    command, capture_output=True, text=True, timeout=600, preexec_fn=group.join
+                )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert ("trained out of core" in done.stderr) == (name == "limited"), done.stderr
+        runs[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    memory_accuracy = runs["memory"]["test_accuracy"]
+    assert runs["limited"]["test_accuracy"] == pytest.approx(memory_accuracy, abs=0.003)
+    assert runs["memory"]["peak_rss_bytes"][0] > limit  # in memory it needs more than that

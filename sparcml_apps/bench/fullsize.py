@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import cgroups
+from .. import _mpiexec, cgroups
 from ..datasets import shard, write_url_like
 from ._output import add_out_argument, apply_quick, draw, write
 
@@ -62,6 +62,9 @@ def add_arguments(parser):
     )
     parser.add_argument("--seed", type=int, default=0, help="data seed (default: 0)")
     parser.add_argument(
+        "--repeats", type=int, default=3, help="runs of each training (default: %(default)s)"
+    )
+    parser.add_argument(
         "--dir",
         type=Path,
         help="where to write the files and caches; those made before are reused (default: a "
@@ -76,7 +79,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    apply_quick(args, {"rows": 30_000, "compare_rows": 10_000, "features": 100_000})
+    apply_quick(args, {"rows": 30_000, "compare_rows": 10_000, "features": 100_000, "repeats": 1})
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
         return _measure(args, args.dir)
@@ -85,7 +88,8 @@ def run(args):
 
 
 def _measure(args, folder):
-    records = {"cores": os.cpu_count(), "epochs": args.epochs, "sizes": []}
+    records = {"cores": os.cpu_count(), "epochs": args.epochs, "repeats": args.repeats}
+    records["sizes"] = []
     records["disk_megabytes_per_second"] = disk_rate(folder)
     for rows in (args.compare_rows, args.rows):
         records["sizes"].append(_size(args, folder, rows))
@@ -125,6 +129,7 @@ def _size(args, folder, rows):
     record["train"] = [
         _train(caches, nprocs, args, folder / f"train-{rows}-P{nprocs}") for nprocs in args.ranks
     ]
+    record["dask"] = _train(caches, 2, args, folder / f"train-{rows}-dask", dask=True)
     X, _ = shard(caches["train"], 0, 1, args.features)
     limit = (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) // 2
     if not cgroups.available():
@@ -183,20 +188,47 @@ def _stage(code, *arguments):
         return {"seconds": seconds, "peak_rss_bytes": usage.ru_maxrss * _KIB, "out": out.read()}
 
 
-def _train(caches, nprocs, args, folder, limit=None):
-    """``sparcml train`` on ``nprocs`` ranks: per epoch, accuracy, memory against the
-    bound. With ``limit``, in a memory cgroup of that many bytes, the caches' pages
-    dropped first from the page cache (so that the run reads them into its own memory)."""
+def _train(caches, nprocs, args, folder, limit=None, dask=False):
+    """``sparcml train`` on ``nprocs`` ranks, ``args.repeats`` times: each epoch's median
+    seconds, the accuracy, each rank's largest peak memory against its bound. With
+    ``limit``, in a memory cgroup of that many bytes, the caches' pages dropped first from
+    the page cache (so that the run reads them into memory of its own). With ``dask``, on
+    ``nprocs`` Dask workers of one ``mpiexec`` job (``--dask``: a scheduler and a client
+    besides), each loading its chunk, the rows a rank would."""
+    runs = [_train_once(caches, nprocs, args, folder, limit, dask) for _ in range(args.repeats)]
+    record = runs[0]
+    seconds = [run.pop("epoch_seconds") for run in runs]
+    median = float(np.median(seconds))  # (averaging starts with the second epoch)
+    peaks = [max(ranks) for ranks in zip(*(run["peak_rss_bytes"] for run in runs), strict=True)]
+    record.update(
+        runs=seconds,
+        epoch_seconds=[float(e) for e in np.median(seconds, axis=0)],
+        median_epoch_seconds=median,
+        rows_per_second_per_rank=max(record["rows_per_rank"]) / median,
+        peak_rss_bytes=peaks,
+        within_bound=all(p <= b for p, b in zip(peaks, record["bound_bytes"], strict=True)),
+        same_accuracy=len({run["test_accuracy"] for run in runs}) == 1,
+    )
+    return record
+
+
+def _train_once(caches, nprocs, args, folder, limit, dask):
     folder.mkdir(parents=True, exist_ok=True)
     metrics = folder / "metrics.json"
+    sparcml = [Path(sys.executable).with_name("sparcml"), "train"]
+    if dask:  # a scheduler, the client and the workers, one mpiexec job
+        sparcml = [_mpiexec.mpiexec(), "-n", nprocs + 2, *sparcml, "--dask"]
+    else:
+        sparcml += ["--ranks", nprocs]
     command = [
-        Path(sys.executable).with_name("sparcml"), "train", "--dataset", caches["train"],
-        "--test", caches["test"], "--n-features", args.features, "--epochs", args.epochs,
-        "--ranks", nprocs, "--model", folder / "model.joblib", "--metrics", metrics,
+        *sparcml, "--dataset", caches["train"], "--test", caches["test"],
+        "--n-features", args.features, "--epochs", args.epochs,
+        "--model", folder / "model.joblib", "--metrics", metrics,
     ]  # fmt: skip
+    launch = f"on {nprocs} Dask workers" if dask else f"--ranks {nprocs}"
     within = f" within {limit / 1e6:,.0f} MB" if limit else ""
-    print(f"sparcml train --ranks {nprocs} on {caches['train']}{within} ...", flush=True)
-    env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
+    print(f"sparcml train {launch} on {caches['train']}{within} ...", flush=True)
+    env = {**os.environ, **_mpiexec.RANK_ENV}
     command = list(map(str, command))
     if limit is None:
         done = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -213,19 +245,14 @@ def _train(caches, nprocs, args, folder, limit=None):
     print(done.stdout, done.stderr, flush=True)
     m = json.loads(metrics.read_text())
     rows_per_rank, bounds = shards(caches, nprocs, args.features)
-    epoch_seconds = [row["seconds"] for row in m["per_epoch"]]
-    median = float(np.median(epoch_seconds))  # (averaging starts with the second epoch)
     return {
         "nprocs": nprocs,
-        "epoch_seconds": epoch_seconds,
-        "median_epoch_seconds": median,
+        "epoch_seconds": [row["seconds"] for row in m["per_epoch"]],
         "rows_per_rank": rows_per_rank,
-        "rows_per_second_per_rank": max(rows_per_rank) / median,
         "test_accuracy": m["test_accuracy"],
         "load_seconds": m["load_seconds"],
         "peak_rss_bytes": m["peak_rss_bytes"],
         "bound_bytes": bounds,
-        "within_bound": all(p <= b for p, b in zip(m["peak_rss_bytes"], bounds, strict=True)),
         "out_of_core": "out of core" in done.stderr,
         **({"cgroup_peak_bytes": group_peak} if limit else {}),
     }
@@ -268,7 +295,8 @@ def report(r):
     disk = r["disk_megabytes_per_second"]
     lines = [
         f"Each stage a fresh process; {r['cores']} cores; `sparcml train` with default "
-        f"options, {r['epochs']} epochs, NUMBA_NUM_THREADS=1 a rank. The disk takes "
+        f"options, {r['epochs']} epochs, NUMBA_NUM_THREADS=1 a rank, {r['repeats']} runs "
+        "(each epoch's median seconds over them; the largest peak memory). The disk takes "
         f"{disk:.0f} MB/s written and synced: the cache's bytes over that rate bound the "
         "conversion.",
         "",
@@ -286,7 +314,7 @@ def report(r):
         )
     lines += [
         "",
-        "| training rows | P | seconds of each epoch | rows/s a rank (median epoch) | "
+        "| training rows | P | seconds of each epoch | rows/s a rank (median epoch of all runs) | "
         "test accuracy | peak MB a rank | bound MB a rank | within |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -302,6 +330,15 @@ def report(r):
             )
     small, full = r["sizes"][0], r["sizes"][-1]
     lines.append("")
+    for s in r["sizes"]:
+        d = s["dask"]
+        peaks = " and ".join(f"{p / 1e6:,.0f}" for p in d["peak_rss_bytes"])
+        lines.append(
+            f"- {s['rows']:,} rows on 2 Dask workers (`--dask`, one `mpiexec` job): epochs "
+            f"{' / '.join(f'{e:.2f}' for e in d['epoch_seconds'])} s, test accuracy "
+            f"{d['test_accuracy']:.4f}; each worker's peak {peaks} MB against a bound of "
+            f"{d['bound_bytes'][0] / 1e6:,.0f} MB: {'within' if d['within_bound'] else 'OVER'}"
+        )
     for s in r["sizes"]:
         if "out_of_core" not in s:
             continue

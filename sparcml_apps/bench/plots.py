@@ -228,14 +228,16 @@ def epochs(summary, path, title):
 def fullsize(records, path):
     """Rows a second a rank, and each rank's peak memory against its bound, by size and P."""
     plt = _pyplot()
-    fig, (speed, memory) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (speed, memory) = plt.subplots(2, 1, figsize=(11, 6.5))
     labels, rates, peaks, bounds = [], [], [], []
     for s in records["sizes"]:
-        for t in s["train"]:
-            for rank, (peak, bound) in enumerate(
-                zip(t["peak_rss_bytes"], t["bound_bytes"], strict=True)
-            ):
-                labels.append(f"{s['rows'] / 1e6:.2g}M rows\nP={t['nprocs']} rank {rank}")
+        runs = [(f"P={t['nprocs']} rank", t) for t in s["train"]]
+        runs += [("Dask worker", s["dask"])] if "dask" in s else []
+        runs += [("cgroup, rank", s["out_of_core"])] if "out_of_core" in s else []
+        for kind, t in runs:
+            pairs = zip(t["peak_rss_bytes"], t["bound_bytes"], strict=True)
+            for rank, (peak, bound) in enumerate(pairs):
+                labels.append(f"{s['rows'] / 1e6:.2g}M rows\n{kind} {rank}")
                 rates.append(t["rows_per_second_per_rank"] / 1e3)
                 peaks.append(peak / 1e9)
                 bounds.append(bound / 1e9)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from ._cache import is_cache, read_cache, read_manifest, write_cache
 from ._catalog import read_catalog
 from ._compression import open_data
-from ._download import fetch, file_digest, progress_bar
+from ._download import fetch, file_digest, progress_bar, read_progress
 from ._errors import ChecksumError, ContentError, DataHomeError, ParseError
 from ._files import write_lock
 from ._home import cache_path, data_home, download_path, manifest_path, source_url
@@ -211,7 +211,7 @@ def _count(dataset, path, name, progress):
             name,
             n_features=dataset.n_features,
             classes=dataset.labels,
-            on_block=lambda: bar.update(raw.tell() - bar.n),
+            on_block=read_progress(bar, raw),
         ):
             rows += piece.row_nnz.size
             nnz += piece.indices.size
@@ -261,7 +261,7 @@ def _convert(cat, dataset, home, source, dest, progress, name=None):
             described,
             n_features=dataset.n_features,
             classes=dataset.labels,
-            on_block=lambda: bar.update(raw.tell() - bar.n),
+            on_block=read_progress(bar, raw),
         )
         return write_cache(pieces, dest, n_features=dataset.n_features, info=info, check=check)
 

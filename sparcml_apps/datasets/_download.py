@@ -188,6 +188,17 @@ def _total_of(content_range):
     return int(match[1]) if match else None
 
 
+def read_progress(bar, raw):
+    """An ``on_block`` for ``iter_pieces``: ``bar`` shows the bytes of ``raw`` read and
+    the rows (lines) parsed."""
+
+    def advance(lines):
+        bar.set_postfix_str(f"{lines:,} rows", refresh=False)
+        bar.update(raw.tell() - bar.n)
+
+    return advance
+
+
 def progress_bar(total, initial, name, progress):
     """A tqdm bar of bytes, shown only when ``progress`` is true and stderr a terminal."""
     return tqdm(

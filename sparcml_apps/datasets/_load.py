@@ -1,12 +1,14 @@
 """LIBSVM files by path: loaded whole into memory, or converted to a CSR cache."""
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from ._cache import INT32_MAX, read_cache, write_cache
 from ._compression import open_data, sniff
+from ._download import progress_bar, read_progress
 from ._svmlight import iter_pieces, read_all, read_file
 
 
@@ -26,20 +28,27 @@ def load_svmlight(path, n_features=None, *, member=None, threads=None):
         return to_csr(read_all(stream, described, n_features=n_features), n_features)
 
 
-def convert_svmlight(path, cache_dir, n_features=None, *, member=None):
+def convert_svmlight(path, cache_dir, n_features=None, *, member=None, progress=False):
     """Convert a LIBSVM file (plain, .bz2, .xz, .tar.xz) to a CSR cache directory, streaming:
     memory use stays at a few blocks whatever the file size. Returns the cache manifest.
 
     Columns as in ``load_svmlight``; ``cache_dir`` is replaced atomically when complete.
+    With ``progress``, a bar on a terminal shows the bytes read, the rows, the rate and the
+    time left.
     """
     described = f"{path}:{member}" if member else str(path)
     info = {"source": str(path), "member": member}
-    with open_data(path, member=member, digest=hashlib.sha256()) as (stream, raw):
+    with (
+        open_data(path, member=member, digest=hashlib.sha256()) as (stream, raw),
+        progress_bar(Path(path).stat().st_size, 0, f"convert {Path(path).name}", progress) as bar,
+    ):
 
         def check(manifest):  # the digest of the bytes read, whatever the file is now
             manifest["source_checksum"] = f"sha256:{raw.finish()}"
 
-        pieces = iter_pieces(stream, described, n_features=n_features)
+        pieces = iter_pieces(
+            stream, described, n_features=n_features, on_block=read_progress(bar, raw)
+        )
         return write_cache(pieces, cache_dir, n_features=n_features, info=info, check=check)
 
 

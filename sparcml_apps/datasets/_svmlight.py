@@ -239,7 +239,8 @@ def iter_pieces(
     ``n_features`` bounds the indices (None: any below 2**31); ``classes`` lists the
     allowed labels (empty: any). Errors raise :class:`ParseError` naming ``source`` and the
     line; data that cannot be read (corrupt or cut short) is an error at the line reached.
-    ``on_block()`` is called after each block (for progress bars). ``out``: the buffers to
+    ``on_block(lines)`` is called after each block with the lines read so far (for
+    progress bars). ``out``: the buffers to
     write to (see ``read_all``); by default pieces reuse the same ones.
     """
     parser = _Parser(source, n_features, classes)
@@ -269,7 +270,7 @@ def iter_pieces(
         buf[: have - end] = buf[end:have]
         have -= end
         if on_block is not None:
-            on_block()
+            on_block(line)
 
 
 def read_all(
