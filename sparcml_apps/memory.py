@@ -5,10 +5,10 @@ are memory maps of a CSR cache larger than the memory it may use, out of core: t
 are cut into blocks of consecutive rows, each epoch takes the blocks in a new order, a
 window of :data:`WINDOW_BLOCKS` of them at a time, and shuffles the rows within each
 window (so rows mix across blocks too). A window's rows are all the steps touch for a
-while, so the pages of the memory maps are read a window at a time, and the operating
-system drops those of past windows when memory runs short. The order comes from the
-epoch's seeded generator alone: a rerun gives the same model, bit for bit, as long as the
-memory it may use (and so the block size) is the same.
+while: a thread reads the next window while the steps take one, and the pages of the
+window passed are dropped, from this process's memory and from the page cache. The order
+comes from the epoch's seeded generator alone: a rerun gives the same model, bit for bit,
+as long as the memory it may use (and so the block size) is the same.
 """
 
 import logging
@@ -154,16 +154,16 @@ class Windows:
         self.reading = None  # the thread asking for the next window's pages
 
     def enter(self, k):
-        """The steps reach window ``k``: the last one goes, the next one is asked for (by
-        a thread: asking for many pages blocks until the disk takes the requests)."""
+        """The steps reach window ``k``: the last one goes, and a thread reads the next
+        one into the page cache while the steps take this one."""
         if k == self.entered:
             return
         self._wait()
-        if k == 0:  # what earlier passes left (reading the rows to check them) goes first
+        if self.entered < 0:  # what earlier passes left (checking the rows) goes first
             for window in range(len(self.blocks)):
                 self._advise(window, "dontneed")
-            self._advise(0, "willneed")
-        if k > 0:
+            self._advise(k, "willneed")  # (k > 0: an epoch resumed midway)
+        elif k > 0:
             self._advise(k - 1, "dontneed")
         if k + 1 < len(self.blocks):
             self.reading = threading.Thread(target=self._advise, args=(k + 1, "willneed"))

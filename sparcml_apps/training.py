@@ -197,16 +197,20 @@ class Weights:
         steps = self.state[K.AVERAGE_STEPS]
         if steps == 0:
             return self.coef(), self.intercept.copy()
-        n = self.v.size
-        sums = np.concatenate([self.state[K.AVERAGE_SUM] * self.v - self.offsets,
-                               self.average_intercept])  # fmt: skip
+        n, at = self.v.size, self.state[K.AVERAGE_SUM]
+        sums = np.empty(n + self.intercept.size)  # one array of the model's size, no more
+        np.multiply(self.v, at, out=sums[:n])
+        sums[:n] -= self.offsets
+        sums[n:] = self.average_intercept
         if comm is not None and comm.Get_size() > 1:
-            sums = collectives.allreduce(sums, comm, algorithm="dense") / comm.Get_size()
+            collectives.allreduce(sums, comm, algorithm="dense", out=sums)
+            sums /= comm.Get_size()
             if agree:
-                np.subtract(self.state[K.AVERAGE_SUM] * self.v, sums[:n], out=self.offsets)
+                np.multiply(self.v, at, out=self.offsets)
+                self.offsets -= sums[:n]
                 self.average_intercept[:] = sums[n:]
-        coef = sums[:n].reshape(self.intercept.size, -1) / steps
-        return coef, sums[n:] / steps
+        sums /= steps
+        return sums[:n].reshape(self.intercept.size, -1), sums[n:]
 
 
 _ARRAYS = (
@@ -367,8 +371,9 @@ class _Epochs:
     def _period(self, order, first, stop, loss_sum):
         """The steps from ``first``, up to ``stop`` or where ``wscale`` must be folded into
         the weights; the epoch's summed loss so far (``loss_sum`` before them) and the step
-        they stopped before. Out of core, the steps go a window at a time
-        (:class:`sparcml_apps.memory.Windows`)."""
+        they stopped before. The kernel's calls break off at the epoch's ``edges``
+        (:meth:`begin_epoch`): out of core, where a window begins; with a progress
+        callback, every :data:`PROGRESS_STEPS` steps."""
         if self.edges is None:
             return self._kernel(order, first, stop, loss_sum)
         while True:

@@ -2,6 +2,7 @@
 blocks at a time; the order is still a seeded permutation, and reruns give the same model."""
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -145,3 +146,26 @@ def test_out_of_core_in_a_cgroup_of_half_the_rows(tmp_path):
     memory_accuracy = runs["memory"]["test_accuracy"]
     assert runs["limited"]["test_accuracy"] == pytest.approx(memory_accuracy, abs=0.003)
     assert runs["memory"]["peak_rss_bytes"][0] > limit  # in memory it needs more than that
+
+
+@pytest.mark.skipif(not cgroups.available(), reason=cgroups.WHY_NOT)
+def test_a_memory_cgroup_holds_its_processes_to_its_limit(tmp_path):
+    import subprocess
+    import sys
+
+    def allocate(megabytes, group):
+        code = f"import numpy as np; a = np.ones({megabytes} << 20, np.uint8); print(a.sum())"
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, timeout=60, preexec_fn=group.join
+        )
+
+    with cgroups.limited(400 << 20) as group:
+        assert allocate(100, group).returncode == 0
+        assert 100 << 20 < group.peak() <= 400 << 20
+        assert allocate(600, group).returncode == -9  # killed at the limit
+    assert not list(cgroups.ROOT.glob(f"sparcml-{os.getpid()}-*"))  # removed
+    # evicting a file leaves it as it was
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 100_000)
+    cgroups.evict(path)
+    assert path.read_bytes() == b"x" * 100_000

@@ -1,6 +1,7 @@
 """Where the benchmarks put what they measured: one folder of JSON, Markdown and PNG."""
 
 import json
+import tempfile
 from pathlib import Path
 
 
@@ -18,6 +19,26 @@ def add_out_argument(parser):
         default=Path("results"),
         help="folder of the JSON records, Markdown table and plots (default: results)",
     )
+
+
+def add_dir_argument(parser, what):
+    """``--dir``: where a benchmark writes ``what``, kept for the next run."""
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        help=f"where to write {what}; those made before are reused (default: a temporary "
+        "directory, removed at the end)",
+    )
+
+
+def in_folder(args, measure, prefix):
+    """``measure(args, folder)`` in ``args.dir`` (made if missing), else in a temporary
+    folder removed at the end."""
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        return measure(args, args.dir)
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        return measure(args, Path(folder))
 
 
 def write(out, name, records, text):

@@ -23,17 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _mpiexec, cgroups
+from .. import _mpiexec, cgroups, memory
 from ..datasets import shard, write_url_like
-from ._output import add_out_argument, apply_quick, draw, write
+from ._output import add_dir_argument, add_out_argument, apply_quick, draw, in_folder, write
 
 URL = {"rows": 2_396_130, "features": 3_231_961, "nnz_per_row": 116}
 """The shape of LIBSVM's url (training rows, columns, mean nonzeros a row)."""
 TEST_SHARE = 0.1
 """Test rows, as a share of the training rows."""
-SLACK = 500e6
-"""Bytes a rank may hold beyond its shard and 4 models (the interpreter, its libraries,
-the test rows, buffers)."""
 _KIB = 1024
 
 
@@ -64,12 +61,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--repeats", type=int, default=3, help="runs of each training (default: %(default)s)"
     )
-    parser.add_argument(
-        "--dir",
-        type=Path,
-        help="where to write the files and caches; those made before are reused (default: a "
-        "temporary directory, removed at the end)",
-    )
+    add_dir_argument(parser, "the files and caches")
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -80,11 +72,7 @@ def add_arguments(parser):
 
 def run(args):
     apply_quick(args, {"rows": 30_000, "compare_rows": 10_000, "features": 100_000, "repeats": 1})
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        return _measure(args, args.dir)
-    with tempfile.TemporaryDirectory(prefix="sparcml-bench-fullsize-") as folder:
-        return _measure(args, Path(folder))
+    return in_folder(args, _measure, "sparcml-bench-fullsize-")
 
 
 def _measure(args, folder):
@@ -130,11 +118,10 @@ def _size(args, folder, rows):
         _train(caches, nprocs, args, folder / f"train-{rows}-P{nprocs}") for nprocs in args.ranks
     ]
     record["dask"] = _train(caches, 2, args, folder / f"train-{rows}-dask", dask=True)
-    X, _ = shard(caches["train"], 0, 1, args.features)
-    limit = (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) // 2
+    limit = memory.csr_bytes(shard(caches["train"], 0, 1, args.features)[0]) // 2
     if not cgroups.available():
         print(f"out of core left out: {cgroups.WHY_NOT}")
-    elif limit < 2 * SLACK:
+    elif limit < 2 * memory.SLACK:
         print(f"out of core left out at {rows:,} rows: half their bytes would not hold a rank")
     else:
         run = _train(caches, 1, args, folder / f"train-{rows}-P1-limited", limit=limit)
@@ -261,15 +248,16 @@ def _train_once(caches, nprocs, args, folder, limit, dask):
 def shards(caches, nprocs, n_features):
     """Each rank's training rows, and its memory bound: the CSR bytes (values, indices, row
     pointers and labels) of its shards of the training and the test rows (which it holds
-    to score every epoch) plus 4 times the model's bytes plus :data:`SLACK`."""
+    to score every epoch) plus ``memory.MODELS`` (4) times the model's bytes plus
+    ``memory.SLACK`` (500 MB)."""
     rows, bounds = [], []
     for rank in range(nprocs):
         csr = 0
         for name in ("test", "train"):
             X, y = shard(caches[name], rank, nprocs, n_features)  # memory maps: nothing read
-            csr += X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + np.asarray(y).nbytes
+            csr += memory.csr_bytes(X) + np.asarray(y).nbytes
         rows.append(X.shape[0])
-        bounds.append(int(csr + 4 * 8 * (n_features + 1) + SLACK))
+        bounds.append(int(csr + memory.MODELS * 8 * (n_features + 1) + memory.SLACK))
     return rows, bounds
 
 

@@ -17,7 +17,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from sklearn.datasets import dump_svmlight_file
 
 from sparcml_apps.datasets import convert_svmlight, load_cache, make_url_like
 
-from ._output import add_out_argument, apply_quick, write
+from ._output import add_dir_argument, add_out_argument, apply_quick, in_folder, write
 
 N_FEATURES = 3_231_961
 NNZ_PER_ROW = 80
@@ -59,12 +58,7 @@ def add_arguments(parser):
         help="the LIBSVM a9a file, left out if absent (default: a9a in $SPARCML_TEST_DATA, "
         "else ../shared/data/libsvm)",
     )
-    parser.add_argument(
-        "--dir",
-        type=Path,
-        help="where to write the files; files made before are reused "
-        "(default: a temporary directory, removed at the end)",
-    )
+    add_dir_argument(parser, "the files")
     parser.add_argument("--seed", type=int, default=0, help="make_url_like seed (default: 0)")
     parser.add_argument(
         "--quick",
@@ -76,11 +70,7 @@ def add_arguments(parser):
 
 def run(args):
     apply_quick(args, {"rows": 20_000, "repeats": 1})
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        return _measure(args, args.dir)
-    with tempfile.TemporaryDirectory(prefix="sparcml-bench-parse-") as folder:
-        return _measure(args, Path(folder))
+    return in_folder(args, _measure, "sparcml-bench-parse-")
 
 
 def _measure(args, folder):

@@ -220,10 +220,11 @@ def _log_choices():
     """Every rank says on stderr how it holds its rows (in memory or out of core)."""
     import logging
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("sparcml train: %(message)s"))
     logger = logging.getLogger("sparcml_apps.memory")
-    logger.addHandler(handler)
+    if not logger.handlers:  # (once, however often main runs in a process)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("sparcml train: %(message)s"))
+        logger.addHandler(handler)
     logger.setLevel(logging.INFO)
 
 

@@ -99,9 +99,9 @@ def write_url_like(
     progress=None,
 ):
     """Write the rows of ``make_url_like(n_samples, n_features, nnz_per_row,
-    random_state, ...)`` to the LIBSVM file ``path``, never holding more than
-    :data:`BLOCK_ROWS` of them: the last ``test_rows`` go to ``test_path`` instead (the
-    labels are those of the whole problem either way).
+    random_state, ...)`` to the LIBSVM file ``path``, never holding more than a block of
+    :data:`BLOCK_ROWS` of them a core: the last ``test_rows`` go to ``test_path`` instead
+    (the labels are those of the whole problem either way).
 
     Each file is written under a temporary name beside it and renamed into place when
     complete, so an interrupted run leaves no partial file. ``progress``, if given, is
