@@ -173,14 +173,14 @@ CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2)]
 def test_fullsize(tmp_path):
     quick("fullsize", tmp_path, "--dir", tmp_path / "work")
     found = records(tmp_path, "fullsize")
-    assert [s["rows"] for s in found["sizes"]] == [10_000, 30_000] and found[
+    assert [s["rows"] for s in found["sizes"]] == [5_000, 20_000] and found[
         "disk_megabytes_per_second"
     ] > 0
     for size in found["sizes"]:
         rows, test_rows = size["rows"], size["test_rows"]
         stem = tmp_path / "work" / f"url-like-{rows}-seed0"
         # the text, converted, is make_url_like's rows, the last tenth to test
-        X, y = make_url_like(rows + test_rows, 100_000, random_state=0)
+        X, y = make_url_like(rows + test_rows, 50_000, random_state=0)
         for part, cut in (("svm", slice(0, rows)), ("t.svm", slice(rows, None))):
             got, labels = load_cache(f"{stem}.{part}.cache")
             assert (got != X[cut]).nnz == 0 and np.array_equal(labels, y[cut])
@@ -197,6 +197,9 @@ def test_fullsize(tmp_path):
                 p <= b for p, b in zip(t["peak_rss_bytes"], t["bound_bytes"], strict=True)
             )
             assert all(50e6 < p < 4e9 for p in t["peak_rss_bytes"])
+        if rows == 5_000:
+            assert "dask" not in size
+            continue
         # the same rows on two Dask workers: the accuracy of the model it saved
         dask = size["dask"]
         model = joblib.load(tmp_path / "work" / f"train-{rows}-dask" / "model.joblib")
