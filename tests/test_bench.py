@@ -170,6 +170,7 @@ def test_scaling(tmp_path):
 CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2)]
 
 
+@pytest.mark.bench  # 65 s; its parts: test_datasets_synthetic, test_memory, test_train_cli
 def test_fullsize(tmp_path):
     quick("fullsize", tmp_path, "--dir", tmp_path / "work")
     found = records(tmp_path, "fullsize")

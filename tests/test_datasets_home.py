@@ -275,6 +275,19 @@ def test_convert_svmlight_records_the_bytes_it_read(tmp_path):
     assert manifest["source_checksum"] == f"sha256:{sha256(path)}"
 
 
+def test_convert_svmlight_by_threads_writes_the_same_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets._svmlight, "THREAD_BYTES", 4096)  # a9a's block: 3 parts
+    path = libsvm_dir() / "a9a"
+    X_ref, y_ref = load_svmlight_file(str(path), n_features=123, zero_based=False)
+    for threads in (1, 3):
+        cache = tmp_path / f"by-{threads}"
+        manifest = datasets.convert_svmlight(path, cache, n_features=123, threads=threads)
+        X, y = datasets.load_cache(cache)
+        assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref)
+        assert manifest["source_checksum"] == f"sha256:{sha256(path)}"
+        assert manifest["shape"] == [32_561, 123] and manifest["nnz"] == X_ref.nnz
+
+
 # read-only data homes
 
 

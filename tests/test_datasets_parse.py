@@ -32,15 +32,25 @@ def read_threaded(path, threads, **kwargs):
         return read_file(path, threads=threads, **kwargs)
 
 
+def stream_threaded(text, threads, **kwargs):
+    """``iter_pieces`` over ``text`` with a thread for every 100 bytes, up to ``threads``;
+    its pieces, copied."""
+    with mock.patch.object(_svmlight, "THREAD_BYTES", 100):
+        return [
+            [array.copy() for array in piece[:4]] + [piece.max_column]
+            for piece in iter_pieces(io.BytesIO(text), "text.svm", threads=threads, **kwargs)
+        ]
+
+
 def parse(text, chunk_bytes=1 << 24, tmp_path=None, **kwargs):
-    """Rows of ``text`` read whole, checked against the same rows read piece by piece and,
-    given ``tmp_path``, from a file by 1 and 3 threads."""
+    """Rows of ``text`` read whole, checked against the same rows read piece by piece (by 1
+    and 3 threads a block) and, given ``tmp_path``, from a file by 1 and 3 threads."""
     rows = read_all(io.BytesIO(text), "text.svm", chunk_bytes=chunk_bytes, **kwargs)
-    pieces = [
-        [array.copy() for array in piece[:4]]
-        for piece in iter_pieces(io.BytesIO(text), "text.svm", chunk_bytes=chunk_bytes, **kwargs)
-    ]
-    others = [[np.concatenate([p[k] for p in pieces] or [rows[k]]) for k in range(4)] + [rows[4]]]
+    others = []
+    for threads in (1, 3):
+        pieces = stream_threaded(text, threads, chunk_bytes=chunk_bytes, **kwargs)
+        whole = [np.concatenate([p[k] for p in pieces] or [rows[k]]) for k in range(4)]
+        others.append(whole + [max([p[4] for p in pieces], default=-1)])
     if tmp_path is not None:
         (tmp_path / "text.svm").write_bytes(text)
         others += [read_threaded(tmp_path / "text.svm", threads, **kwargs) for threads in (1, 3)]
@@ -182,6 +192,10 @@ def test_malformed_lines_name_file_and_line(text, line, message, tmp_path):
     with pytest.raises(ParseError) as caught:
         read_threaded(path, 3, n_features=10, classes=[-1, 1])
     assert str(caught.value).startswith(f"{path}, line {40 + line}: {message}")
+    # the same, streamed in blocks of 300 bytes that three threads parse at once
+    with pytest.raises(ParseError) as caught:
+        stream_threaded(path.read_bytes(), 3, chunk_bytes=100, n_features=10, classes=[-1, 1])
+    assert str(caught.value).startswith(f"text.svm, line {40 + line}: {message}")
 
 
 @pytest.mark.parametrize("compression", ["bz2", "xz"])

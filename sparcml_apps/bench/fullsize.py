@@ -4,7 +4,8 @@ Writes url-like LIBSVM files of url's shape (``write_url_like``, which never hol
 matrix): 2,396,130 training rows and 239,613 test rows of one problem, 3,231,961
 columns, about 116 nonzeros a row; and, for comparison, a 400,000-row problem of the same
 generator (40,000 test rows). Then, each stage a fresh process: ``convert_svmlight`` of
-the files to CSR caches (seconds, rows a second, peak memory), ``load_cache`` of the
+the files to CSR caches, with numba's default threads (seconds, rows a second, peak
+memory), ``load_cache`` of the
 training cache, and ``sparcml train`` on 1 and 2 ranks, default options, 3 epochs
 (seconds an epoch, rows a second a rank, test accuracy, each rank's peak memory against
 its shard's CSR bytes plus 4 times the model's bytes plus 500 MB). Where memory cgroups
@@ -108,7 +109,9 @@ def _size(args, folder, rows):
         caches[name] = Path(f"{path}.cache")
         if name == "train" or not caches[name].exists():
             shutil.rmtree(caches[name], ignore_errors=True)  # a fresh conversion is timed
-            stage = _stage(_CONVERT, path, caches[name], args.features)
+            # the threads a user gets, whatever this run's NUMBA_NUM_THREADS
+            env = {k: v for k, v in os.environ.items() if k != "NUMBA_NUM_THREADS"}
+            stage = _stage(_CONVERT, path, caches[name], args.features, env=env)
             if name == "train":
                 record["convert"] = stage
     record["convert"]["rows_per_second"] = rows / record["convert"]["seconds"]
@@ -160,12 +163,13 @@ def disk_rate(folder, megabytes=1024):
     return megabytes * (1 << 20) / 1e6 / seconds
 
 
-def _stage(code, *arguments):
-    """Run ``code`` in a fresh Python process: its wall seconds and peak memory."""
+def _stage(code, *arguments, env=None):
+    """Run ``code`` in a fresh Python process (``env``: its environment, None: this
+    one's): its wall seconds and peak memory."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         begun = time.perf_counter()
         process = subprocess.Popen(
-            [sys.executable, "-c", code, *map(str, arguments)], stdout=out, stderr=err
+            [sys.executable, "-c", code, *map(str, arguments)], stdout=out, stderr=err, env=env
         )
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - begun
@@ -283,7 +287,8 @@ def report(r):
     """The figures as Markdown."""
     disk = r["disk_megabytes_per_second"]
     lines = [
-        f"Each stage a fresh process; {r['cores']} cores; `sparcml train` with default "
+        f"Each stage a fresh process; {r['cores']} cores; the conversion parses with a "
+        "thread a core; `sparcml train` with default "
         f"options, {r['epochs']} epochs, NUMBA_NUM_THREADS=1 a rank, {r['repeats']} runs "
         "(each epoch's median seconds over them; the largest peak memory). The disk takes "
         f"{disk:.0f} MB/s written and synced: the cache's bytes over that rate bound the "

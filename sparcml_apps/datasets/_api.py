@@ -212,6 +212,7 @@ def _count(dataset, path, name, progress):
             n_features=dataset.n_features,
             classes=dataset.labels,
             on_block=read_progress(bar, raw),
+            threads=None,
         ):
             rows += piece.row_nnz.size
             nnz += piece.indices.size
@@ -262,6 +263,7 @@ def _convert(cat, dataset, home, source, dest, progress, name=None):
             n_features=dataset.n_features,
             classes=dataset.labels,
             on_block=read_progress(bar, raw),
+            threads=None,
         )
         return write_cache(pieces, dest, n_features=dataset.n_features, info=info, check=check)
 

@@ -28,13 +28,16 @@ def load_svmlight(path, n_features=None, *, member=None, threads=None):
         return to_csr(read_all(stream, described, n_features=n_features), n_features)
 
 
-def convert_svmlight(path, cache_dir, n_features=None, *, member=None, progress=False):
+def convert_svmlight(
+    path, cache_dir, n_features=None, *, member=None, progress=False, threads=None
+):
     """Convert a LIBSVM file (plain, .bz2, .xz, .tar.xz) to a CSR cache directory, streaming:
     memory use stays at a few blocks whatever the file size. Returns the cache manifest.
 
     Columns as in ``load_svmlight``; ``cache_dir`` is replaced atomically when complete.
     With ``progress``, a bar on a terminal shows the bytes read, the rows, the rate and the
-    time left.
+    time left. Blocks of text are parsed by up to ``threads`` threads at once (None:
+    numba's ``NUMBA_NUM_THREADS``); the cache is the same whatever their number.
     """
     described = f"{path}:{member}" if member else str(path)
     info = {"source": str(path), "member": member}
@@ -47,7 +50,11 @@ def convert_svmlight(path, cache_dir, n_features=None, *, member=None, progress=
             manifest["source_checksum"] = f"sha256:{raw.finish()}"
 
         pieces = iter_pieces(
-            stream, described, n_features=n_features, on_block=read_progress(bar, raw)
+            stream,
+            described,
+            n_features=n_features,
+            on_block=read_progress(bar, raw),
+            threads=threads,
         )
         return write_cache(pieces, cache_dir, n_features=n_features, info=info, check=check)
 

@@ -7,8 +7,8 @@ rounding ties within its precision, more than 19 digits that it cannot settle) a
 converted by ``float()`` itself.
 
 Text comes as a stream read in blocks (``iter_pieces``, ``read_all``: compressed data,
-conversion to the cache) or as a plain file mapped into memory (``read_file``), whose
-lines are split over threads that parse at once.
+conversion to the cache) or as a plain file mapped into memory (``read_file``); the lines
+of a block (``iter_pieces``) or of the file are split over threads that parse at once.
 """
 
 import gc
@@ -19,6 +19,7 @@ import tarfile
 import threading
 import zlib
 from contextlib import contextmanager
+from functools import partial
 from typing import NamedTuple
 
 import numba
@@ -105,6 +106,19 @@ class _Buffers:
             new[:kept] = old[:kept]
             setattr(self, name, new)
 
+    def clear(self):
+        """Forget the rows kept; the arrays stay, to be written again."""
+        self.rows = self.nnz = 0
+        self.max_column = -1
+
+    def piece(self):
+        """The rows kept, as a :class:`Piece` of views."""
+        rows, nnz = self.rows, self.nnz
+        return Piece(
+            self.row_nnz[:rows], self.labels[:rows], self.indices[:nnz], self.values[:nnz],
+            self.max_column,
+        )  # fmt: skip
+
     def window(self, first_row, end_row, first_nnz, end_nnz):
         """Buffers that keep rows in ``[first_row, end_row)`` and nonzeros in
         ``[first_nnz, end_nnz)`` of these: views, with a ``slow`` buffer of their own."""
@@ -164,7 +178,7 @@ class _Parser:
         self.index_dtype = np.int32 if self.max_index <= INT32_MAX else np.int64
         self.classes = np.asarray(classes, np.float64)
 
-    def lines(self, text, line, out):
+    def lines(self, text, line, *, out):
         """Parse the whole lines of ``text`` into ``out``, yielding the rows of each call of
         the kernel as a :class:`Piece`; returns the lines counted, from ``line``."""
         if text.flags.writeable:  # text read into a buffer parses as a mapped file does:
@@ -233,6 +247,7 @@ def iter_pieces(
     chunk_bytes=CHUNK_BYTES,
     on_block=None,
     out=None,
+    threads=1,
 ):
     """Parse a binary stream of LIBSVM text; yield its rows as :class:`Piece` s in order.
 
@@ -240,13 +255,20 @@ def iter_pieces(
     allowed labels (empty: any). Errors raise :class:`ParseError` naming ``source`` and the
     line; data that cannot be read (corrupt or cut short) is an error at the line reached.
     ``on_block(lines)`` is called after each block with the lines read so far (for
-    progress bars). ``out``: the buffers to
-    write to (see ``read_all``); by default pieces reuse the same ones.
+    progress bars). ``out``: the buffers to write to (see ``read_all``); by default pieces
+    reuse the same ones. Without ``out``, a block of ``threads`` times ``chunk_bytes`` is
+    split at line starts over up to ``threads`` threads that parse at once (None:
+    ``numba.config.NUMBA_NUM_THREADS``), one for each ``THREAD_BYTES`` at least.
     """
     parser = _Parser(source, n_features, classes)
-    out = out or _Buffers(parser.index_dtype)
+    threads = numba.config.NUMBA_NUM_THREADS if threads is None else threads
+    if out is not None or threads == 1:
+        parse = partial(parser.lines, out=out or _Buffers(parser.index_dtype))
+    else:
+        outs = [_Buffers(parser.index_dtype, keep=True) for _ in range(threads)]
+        parse = partial(_lines_at_once, parser, outs=outs)
     read = getattr(stream, "readinto1", None) or stream.readinto  # one read a call
-    buf = np.empty(chunk_bytes, np.uint8)
+    buf = np.empty(chunk_bytes * (1 if out is not None else threads), np.uint8)
     have = 0  # bytes in buf
     line = 0  # lines before buf[0]
     eof = False
@@ -264,7 +286,7 @@ def iter_pieces(
         if end == 0 and not eof:  # a line longer than the buffer
             buf = np.concatenate([buf, np.empty(buf.size, np.uint8)])
             continue
-        line = yield from parser.lines(buf[:end], line, out)
+        line = yield from parse(buf[:end], line)
         if failure is not None:
             raise ParseError(source, line + 1, f"cannot read the data: {failure}")
         buf[: have - end] = buf[end:have]
@@ -318,10 +340,10 @@ def read_file(path, *, start=0, stop=None, n_features=None, classes=(), threads=
         windows = [
             whole.window(rows[p], rows[p + 1], nnz[p], nnz[p + 1]) for p in range(len(parts))
         ]
-        errors = _in_threads(
+        parsed = _in_threads(
             _parse_into, [(parser, part, out) for part, out in zip(parts, windows, strict=True)]
         )
-    for part, error in enumerate(errors):
+    for part, (_, error) in enumerate(parsed):
         if error is not None:
             before = _count_lines(path, start + cuts[part])
             raise ParseError(error.source, before + error.line, error.reason) from None
@@ -348,15 +370,40 @@ def _mapped(f, start, stop):
 
 
 def _parse_into(work):
-    """Parse the text into the buffers of ``work`` (parser, text, buffers); the ParseError
-    met, or None."""
+    """Parse the text into the buffers of ``work`` (parser, text, buffers): the lines
+    counted and the ParseError met, or None."""
     parser, text, out = work
     try:
-        for _ in parser.lines(text, 0, out):
-            pass
+        return _drain(parser.lines(text, 0, out=out)), None
     except ParseError as exc:
-        return exc
-    return None
+        return 0, exc
+
+
+def _lines_at_once(parser, text, line, *, outs):
+    """Parse the whole lines of ``text``, split at line starts over the buffers ``outs``
+    (one for each ``THREAD_BYTES`` at least), a thread each; yield each part's rows as a
+    :class:`Piece`, in order; returns the lines counted, from ``line``."""
+    cuts = _line_starts(text, max(1, min(len(outs), text.size // THREAD_BYTES)))
+    parts = zip(cuts, cuts[1:], outs, strict=False)  # as many parts as cuts allow
+    work = [(parser, text[a:b], out) for a, b, out in parts]
+    for out in outs:
+        out.clear()
+    for (_, _, out), (lines, error) in zip(work, _in_threads(_parse_into, work), strict=True):
+        if error is not None:
+            raise ParseError(error.source, line + error.line, error.reason) from None
+        if out.rows:
+            yield out.piece()
+        line += lines
+    return line
+
+
+def _drain(generator):
+    """Run ``generator`` to its end; what it returns."""
+    while True:
+        try:
+            next(generator)
+        except StopIteration as end:
+            return end.value
 
 
 def _in_threads(function, items):
