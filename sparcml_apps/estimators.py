@@ -604,9 +604,21 @@ class _SparseSGD(BaseEstimator):
         child.n_jobs = child.comm = None
         return child
 
-    def _fitted_state(self):
-        """What fitting adds: the attributes ending in ``_`` and the training state."""
-        return {k: v for k, v in self.__dict__.items() if k.endswith("_") or k == "_weights"}
+    def _fitted_state(self, *, plain=False):
+        """What fitting adds: the attributes ending in ``_`` and the training state; with
+        ``plain``, the training state as a dict of its arrays (Dask sends the arrays of a
+        dict as they are, and those of an object pickled: one more copy). See
+        :meth:`_adopt`."""
+        state = {k: v for k, v in self.__dict__.items() if k.endswith("_") or k == "_weights"}
+        if plain and "_weights" in state:
+            state["_weights"] = state["_weights"].arrays()
+        return state
+
+    def _adopt(self, state):
+        """Take the fitted state that :meth:`_fitted_state` gave, plain or not."""
+        if isinstance(state.get("_weights"), dict):
+            state = {**state, "_weights": training.Weights.from_arrays(state["_weights"])}
+        self.__dict__.update(state)
 
     def _set_model(self, coef, intercept, dtype):
         """``coef_`` and ``intercept_`` as scikit-learn shapes them, in the data's dtype."""

@@ -1,5 +1,7 @@
 """The estimators in this process: accuracy against scikit-learn, inputs, errors, options."""
 
+import pickle
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -294,3 +296,20 @@ def test_comm_and_n_jobs_together_are_refused():
     X, y = make_classification(n_samples=50, n_features=5, random_state=0)
     with pytest.raises(ValueError, match="either on the ranks of 'comm' or on 'n_jobs'"):
         SparseSGDClassifier(comm=MPI.COMM_SELF, n_jobs=2).fit(X, y)
+
+
+@pytest.mark.parametrize("options", [{"average": True, "penalty": "l1"}, {"compression": "topk"}])
+def test_the_plain_fitted_state_goes_on_training_alike(options):
+    # what a Dask worker sends back: the training state as a dict of arrays
+    X, y = make_url_like(3000, 5000, random_state=0)
+    common = {"random_state": 0, "max_iter": 2, "tol": None, **options}
+    model = SparseSGDClassifier(**common).fit(X, y)
+    state = model._fitted_state(plain=True)
+    assert all(isinstance(v, np.ndarray) for v in state["_weights"].values())
+    copy = SparseSGDClassifier(**common)
+    copy._adopt(pickle.loads(pickle.dumps(state)))
+    assert copy.coef_.tobytes() == model.coef_.tobytes()
+    for estimator in (model, copy):
+        estimator.partial_fit(X, y)
+    assert copy.coef_.tobytes() == model.coef_.tobytes()
+    assert copy.intercept_.tobytes() == model.intercept_.tobytes()

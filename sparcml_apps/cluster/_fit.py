@@ -37,7 +37,7 @@ def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
         # that the workers can drop the data (and retire) while the error is handled
         traceback.clear_frames(exc.__traceback__)
         raise
-    estimator.__dict__.update(state)
+    estimator._adopt(state)
     return estimator
 
 
@@ -267,4 +267,4 @@ def _train(estimator, method, world_ranks, xs, ys, ws=None, *, layout, report, k
     )
     if not report:
         return None
-    return estimator._fitted_state()
+    return estimator._fitted_state(plain=True)
