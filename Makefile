@@ -22,7 +22,10 @@ $(VENV)/.installed-: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed-
 	$(BIN)/python -m sparcml_apps.demo
 
+# The sources byte-compiled once (an editable install leaves them to each process, and
+# with PYTHONDONTWRITEBYTECODE every MPI rank of every test would compile them again).
 test: $(VENV)/.installed-test
+	$(BIN)/python -m compileall -q collectives sparcml_apps tests
 	$(BIN)/python -m pytest -q --durations=20
 
 # Every table and plot of docs/results.md, in about 2 hours (QUICK=1: a few minutes,
