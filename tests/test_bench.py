@@ -1,6 +1,7 @@
 """Every benchmark runs in ``--quick`` mode and writes what it says it writes (the slower
 ones in ``make bench``, with ``pytest -m bench``)."""
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -188,6 +189,10 @@ def test_fullsize(tmp_path):
         assert size["convert"]["rows_per_second"] == pytest.approx(
             rows / size["convert"]["seconds"]
         )
+        # parsed and hashed alone: every row, and the file's sha256
+        parsed, digest = size["parse"]["out"].split()
+        text = (tmp_path / "work" / f"url-like-{rows}-seed0.svm").read_bytes()
+        assert int(parsed) == rows and digest == hashlib.sha256(text).hexdigest()
         assert [t["nprocs"] for t in size["train"]] == [1, 2]
         for t in size["train"]:
             # the accuracy reported is the saved model's on the test rows
