@@ -37,7 +37,7 @@ import numpy as np
 import collectives
 
 from . import training
-from .datasets._files import set_default_mode
+from ._modes import set_default_mode
 
 KEEP = 2
 """How many complete checkpoints :func:`save` keeps."""

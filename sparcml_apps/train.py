@@ -23,11 +23,11 @@ import numpy as np
 
 import collectives
 
+from ._modes import set_default_mode
 from .datasets import from_shards, make_url_like, read_catalog, shard
 from .datasets._cache import is_cache
 from .datasets._compression import sniff
 from .datasets._dask import _width
-from .datasets._files import set_default_mode
 from .estimators import SparseSGDClassifier
 from .jobs import row_blocks
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ._files import set_default_mode
+from .._modes import set_default_mode
 
 FORMAT = "sparcml-csr/1"
 MANIFEST = "manifest.json"

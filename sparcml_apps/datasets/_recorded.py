@@ -4,7 +4,8 @@ import json
 import os
 import tempfile
 
-from ._files import not_writable, set_default_mode, write_lock
+from .._modes import set_default_mode
+from ._files import not_writable, write_lock
 from ._home import manifest_path
 
 

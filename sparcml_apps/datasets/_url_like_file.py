@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from ._files import set_default_mode
+from .._modes import set_default_mode
 from ._synthetic import LABEL_NOISE, POWER_LAW, Rows
 
 BLOCK_ROWS = 1 << 15
