@@ -242,3 +242,21 @@ def test_declared_compression_must_match_the_bytes(tmp_path):
     with pytest.raises(ValueError, match="expected bz2 data; the file holds xz data"):
         with open_data(path, "bz2"):
             pass
+
+
+def test_what_a_parsing_thread_raises_reaches_the_caller(tmp_path, monkeypatch):
+    # not a ParseError (those name the line): out of memory, say, in the second thread
+    text = messy_text(seed=4, rows=400)
+    lines = _svmlight._Parser.lines
+
+    def second_part_fails(self, part, line, *, out):
+        if part.size and bytes(part[:2]) != text[:2]:
+            raise MemoryError("no room for the rows")
+        return (yield from lines(self, part, line, out=out))
+
+    monkeypatch.setattr(_svmlight._Parser, "lines", second_part_fails)
+    with pytest.raises(MemoryError, match="no room"):
+        stream_threaded(text, 2, n_features=5000)
+    (tmp_path / "text.svm").write_bytes(text)
+    with pytest.raises(MemoryError, match="no room"):
+        read_threaded(tmp_path / "text.svm", 2, n_features=5000)

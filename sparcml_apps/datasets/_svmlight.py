@@ -408,11 +408,15 @@ def _drain(generator):
 
 def _in_threads(function, items):
     """``[function(item) for item in items]``, each item in a thread of its own (the first
-    in this one)."""
+    in this one); what a call raises is raised here, once every call has ended."""
     results = [None] * len(items)
+    errors = [None] * len(items)
 
     def run(n):
-        results[n] = function(items[n])
+        try:
+            results[n] = function(items[n])
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
+            errors[n] = exc
 
     workers = [threading.Thread(target=run, args=(n,)) for n in range(1, len(items))]
     for worker in workers:
@@ -420,6 +424,9 @@ def _in_threads(function, items):
     run(0)
     for worker in workers:
         worker.join()
+    for error in errors:
+        if error is not None:
+            raise error
     return results
 
 
