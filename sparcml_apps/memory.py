@@ -206,6 +206,7 @@ class _Mapped:
         self.map_offset = source.offset - aligned + at  # from the mapping's first byte
         self.mapping = source.base
         self.fd = os.open(source.filename, os.O_RDONLY)
+        self.buffer = bytearray(READ_BYTES)  # for the reads ahead, one thread at a time
         # no read-around for faults, no readahead past the reads: what is not asked for
         # would fill the memory with rows of other windows (8 MB around a fault, here)
         self.mapping.madvise(mmap.MADV_RANDOM)
@@ -226,9 +227,8 @@ class _Mapped:
         if stop <= start:
             return
         if what == "willneed":  # read (into the page cache) in large sequential reads
-            buffer = bytearray(READ_BYTES)
             for at in range(self.file_offset + start, self.file_offset + stop, READ_BYTES):
-                os.preadv(self.fd, [memoryview(buffer)[: self.file_offset + stop - at]], at)
+                os.preadv(self.fd, [memoryview(self.buffer)[: self.file_offset + stop - at]], at)
             return
         page = mmap.PAGESIZE  # whole pages inside the range only
         first = -(-(self.map_offset + start) // page) * page

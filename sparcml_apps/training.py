@@ -314,6 +314,7 @@ class _Epochs:
         weights.prepare(setup, self.exchanging)
         self.exchange = None
         self.windows = self.window_steps = self.edges = None
+        self.report = setup.progress if comm.Get_rank() == 0 else None  # rank 0 reports
 
     def run(self, order, stats, progress, pause=None):
         """The epoch over this rank's rows in ``order``, from step ``progress.step`` on
@@ -395,24 +396,24 @@ class _Epochs:
         if windows is not None:
             self.window_steps = starts // self.setup.batch_size
             edges.append(self.window_steps)
-        if self.setup.progress is not None and self.comm.Get_rank() == 0:
+        if self.report is not None:
             edges.append(np.arange(0, self.steps, PROGRESS_STEPS))
         self.edges = np.unique(np.concatenate(edges)) if edges else None
 
     def end_epoch(self):
         if self.windows is not None:
             self.windows.close()
-        if self.edges is not None and self.setup.progress is not None and self.comm.Get_rank() == 0:
-            self.setup.progress(self.X.shape[0], self.X.shape[0])
+        if self.edges is not None and self.report is not None:
+            self.report(self.X.shape[0], self.X.shape[0])
         self.windows = self.window_steps = self.edges = None
 
     def _reached(self, step):
         """The steps reach ``step``: its window is entered, the progress told."""
         if self.windows is not None:
             self.windows.enter(int(np.searchsorted(self.window_steps, step, "right")) - 1)
-        if self.setup.progress is not None and self.comm.Get_rank() == 0:
+        if self.report is not None:
             rows = self.X.shape[0]
-            self.setup.progress(min(step * self.setup.batch_size, rows), rows)
+            self.report(min(step * self.setup.batch_size, rows), rows)
 
     def _kernel(self, order, first, stop, loss_sum):
         X, w, setup, exchange = self.X, self.weights, self.setup, self.exchange
