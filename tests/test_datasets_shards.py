@@ -1,6 +1,8 @@
 """Byte-range shards of text files and CSR caches, and the cache itself."""
 
 import io
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -194,17 +196,46 @@ def test_compressed_files_convert_to_a_cache_that_shards(tmp_path, monkeypatch):
         shard(tmp_path / "cache", 0, 3, n_features=123)
 
 
-def test_cache_written_while_parsing_syncs_and_fails_whole(text_file, tmp_path, monkeypatch):
+def refused(fd, offset, nbytes, flags):
+    return -1  # as sync_file_range does where the file system refuses it
+
+
+@pytest.mark.parametrize("writeback", ["sync_file_range", "none", "refused"])
+def test_cache_written_while_parsing_syncs_and_fails_whole(
+    text_file, tmp_path, monkeypatch, writeback
+):
     from sparcml_apps.datasets import _cache
 
     path, X_ref, y_ref = text_file
-    monkeypatch.setattr(_cache, "SYNC_BYTES", 1000)  # a sync every few rows' arrays
+    monkeypatch.setattr(_cache, "SYNC_BYTES", 1000)  # sent to disk every few rows' arrays
+    starts, syncs = [], []
+    start = {"sync_file_range": _cache._START_WRITEBACK, "none": None, "refused": refused}
+    if writeback == "sync_file_range":
+        assert start[writeback] is not None  # Linux's C library has it
+
+    def recorded(fd, offset, nbytes, flags):
+        starts.append((os.readlink(f"/proc/self/fd/{fd}"), offset, nbytes))
+        return start[writeback](fd, offset, nbytes, flags)
+
+    monkeypatch.setattr(_cache, "_START_WRITEBACK", recorded if start[writeback] else None)
+    fdatasync = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: syncs.append(fd) or fdatasync(fd))
     with open(path, "rb") as f:
         pieces = iter_pieces(f, str(path), n_features=5000, chunk_bytes=4096)
         write_cache(pieces, tmp_path / "c", n_features=5000)
     X, y, _ = read_cache(tmp_path / "c")
     assert (X != X_ref).nnz == 0 and X.shape == X_ref.shape
     np.testing.assert_array_equal(y, y_ref)
+    # the writing thread waits for the disk only where it cannot start the writes and go on
+    if writeback == "sync_file_range":
+        assert len(starts) > 10 and not syncs
+        ends = {}  # each file's ranges follow each other
+        for file, offset, nbytes in starts:
+            assert offset == ends.get(file, offset) and nbytes >= 1000
+            ends[file] = offset + nbytes
+        assert {Path(file).name for file in ends} >= {"indices.npy", "data.npy"}
+    else:
+        assert len(syncs) > 10 and len(starts) == (len(syncs) if writeback == "refused" else 0)
     # the disk fills up in the writing thread: the caller gets the error, nothing is left
     append = _cache._NpyWriter.append
     calls = []

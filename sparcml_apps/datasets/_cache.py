@@ -1,6 +1,7 @@
 """The CSR cache: ``indptr``, ``indices``, ``data`` and ``labels`` as ``.npy`` files and a
 JSON manifest, written in a temporary directory renamed into place, read as memory maps."""
 
+import ctypes
 import json
 import os
 import queue
@@ -22,23 +23,44 @@ MAX_CLASSES = 1000
 """The manifest lists the distinct labels up to this many (else null: not classes)."""
 _COPY_BLOCK = 1 << 24
 SYNC_BYTES = 1 << 26
-"""A file of the cache being written goes to disk every this many bytes, so that the disk
-works while the rows are parsed (not all at the end, when the files are synced)."""
+"""A file of the cache being written is sent to the disk every this many bytes, so that the
+disk works while the rows are parsed (not all at the end, when the files are synced)."""
 _SPOOLED = 8
 """Arrays queued for the writing thread at most."""
 
 
+def _writeback_starter():
+    """Linux's ``sync_file_range`` (through the C library), which starts writing a range of
+    a file to the disk and returns without waiting; None where there is none."""
+    try:
+        start = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError, TypeError):
+        return None
+    start.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    start.restype = ctypes.c_int
+    return start
+
+
+_START_WRITEBACK = _writeback_starter()
+_SYNC_FILE_RANGE_WRITE = 2
+
+
 class _NpyWriter:
-    """A 1-D ``.npy`` file appended to block by block; its length is written on exit."""
+    """A 1-D ``.npy`` file appended to block by block; its length is written on exit, and
+    it is synced to the disk then.
+
+    Every :data:`SYNC_BYTES` appended start going to the disk meanwhile: without waiting
+    where the system can (``sync_file_range``), else by syncing the file then.
+    """
 
     def __init__(self, path, dtype):
         self.path = path
         self.dtype = np.dtype(dtype)
         self.length = 0
-        self.unsynced = 0
         self.file = open(path, "wb")
         self.header = self._header()
         self.file.write(self.header)
+        self.sent = self.written = len(self.header)  # bytes sent to the disk, and in all
 
     def _header(self):
         fields = {
@@ -56,11 +78,19 @@ class _NpyWriter:
         array = np.ascontiguousarray(array, self.dtype)
         self.file.write(memoryview(array).cast("B"))
         self.length += array.size
-        self.unsynced += array.nbytes
-        if self.unsynced >= SYNC_BYTES:
-            self.file.flush()
-            os.fdatasync(self.file.fileno())
-            self.unsynced = 0
+        self.written += array.nbytes
+        if self.written - self.sent >= SYNC_BYTES:
+            self._send()
+
+    def _send(self):
+        """Start the bytes not yet sent on their way to the disk."""
+        self.file.flush()
+        fd, unsent = self.file.fileno(), self.written - self.sent
+        if _START_WRITEBACK is None or _START_WRITEBACK(
+            fd, self.sent, unsent, _SYNC_FILE_RANGE_WRITE
+        ):
+            os.fdatasync(fd)  # (also where sync_file_range fails)
+        self.sent = self.written
 
     def __enter__(self):
         return self
