@@ -60,7 +60,7 @@ class _NpyWriter:
         self.file = open(path, "wb")
         self.header = self._header()
         self.file.write(self.header)
-        self.sent = self.written = len(self.header)  # bytes sent to the disk, and in all
+        self.sent = len(self.header)  # the bytes started on their way to the disk
 
     def _header(self):
         fields = {
@@ -78,19 +78,22 @@ class _NpyWriter:
         array = np.ascontiguousarray(array, self.dtype)
         self.file.write(memoryview(array).cast("B"))
         self.length += array.size
-        self.written += array.nbytes
-        if self.written - self.sent >= SYNC_BYTES:
+        if self._end() - self.sent >= SYNC_BYTES:
             self._send()
+
+    def _end(self):
+        """The file's length in bytes."""
+        return len(self.header) + self.length * self.dtype.itemsize
 
     def _send(self):
         """Start the bytes not yet sent on their way to the disk."""
         self.file.flush()
-        fd, unsent = self.file.fileno(), self.written - self.sent
+        fd, end = self.file.fileno(), self._end()
         if _START_WRITEBACK is None or _START_WRITEBACK(
-            fd, self.sent, unsent, _SYNC_FILE_RANGE_WRITE
+            fd, self.sent, end - self.sent, _SYNC_FILE_RANGE_WRITE
         ):
             os.fdatasync(fd)  # (also where sync_file_range fails)
-        self.sent = self.written
+        self.sent = end
 
     def __enter__(self):
         return self
