@@ -3,6 +3,7 @@
 import bz2
 import io
 import lzma
+import threading
 from unittest import mock
 
 import numpy as np
@@ -260,3 +261,47 @@ def test_what_a_parsing_thread_raises_reaches_the_caller(tmp_path, monkeypatch):
     (tmp_path / "text.svm").write_bytes(text)
     with pytest.raises(MemoryError, match="no room"):
         read_threaded(tmp_path / "text.svm", 2, n_features=5000)
+
+
+def reading_threads():
+    return [t for t in threading.enumerate() if t.name == "read-ahead"]
+
+
+def test_lines_longer_than_the_room_before_a_block(monkeypatch):
+    text = messy_text(seed=2, rows=300)
+    X_ref, y_ref = parse(text, n_features=5000)
+    monkeypatch.setattr(_svmlight._ReadAhead, "HEAD", 16)  # most lines cut: longer
+    assert_same(*parse(text, chunk_bytes=97, n_features=5000), X_ref, y_ref)
+    assert not reading_threads()
+
+
+class FailingStream(io.BytesIO):
+    """Text read 1000 bytes at a time; after ``good`` reads, reading raises ``error``."""
+
+    def __init__(self, text, good, error):
+        super().__init__(text)
+        self.good, self.error = good, error
+
+    def readinto1(self, buffer):
+        self.good -= 1
+        if self.good < 0:
+            raise self.error
+        return super().readinto1(memoryview(buffer)[:1000])
+
+
+def test_the_thread_reading_ahead_ends_with_the_parse():
+    text = messy_text(seed=3, rows=400)
+    # what reading raises (not a read error, which ends the data at its line) is raised
+    with pytest.raises(MemoryError, match="no room to read"):
+        list(iter_pieces(FailingStream(text, 30, MemoryError("no room to read")), "text.svm"))
+    with pytest.raises(ParseError, match=r"^text.svm, line \d+: cannot read the data: cut"):
+        list(iter_pieces(FailingStream(text, 30, EOFError("cut")), "text.svm"))
+    # the caller stops early, or the parse fails: the thread stops too
+    pieces = iter_pieces(FailingStream(text, 10**9, None), "text.svm", chunk_bytes=2000)
+    next(pieces)
+    assert len(reading_threads()) == 1
+    pieces.close()
+    bad = text[:20_000] + b"1 x:1\n" + text[20_000:]
+    with pytest.raises(ParseError, match="expected index:value"):
+        list(iter_pieces(FailingStream(bad, 10**9, None), "text.svm", chunk_bytes=2000))
+    assert not reading_threads()

@@ -1,7 +1,10 @@
 """Byte-range shards of text files and CSR caches, and the cache itself."""
 
+import errno
+import fcntl
 import io
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -200,54 +203,88 @@ def refused(fd, offset, nbytes, flags):
     return -1  # as sync_file_range does where the file system refuses it
 
 
-@pytest.mark.parametrize("writeback", ["sync_file_range", "none", "refused"])
-def test_cache_written_while_parsing_syncs_and_fails_whole(
-    text_file, tmp_path, monkeypatch, writeback
+SYSTEMS = ["direct", "direct refused", "direct refused late", "sync_file_range", "none", "refused"]
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_cache_written_in_blocks_while_parsing_and_failing_whole(
+    text_file, tmp_path, monkeypatch, system
 ):
     from sparcml_apps.datasets import _cache
 
     path, X_ref, y_ref = text_file
-    monkeypatch.setattr(_cache, "SYNC_BYTES", 1000)  # sent to disk every few rows' arrays
-    starts, syncs = [], []
-    start = {"sync_file_range": _cache._START_WRITEBACK, "none": None, "refused": refused}
-    if writeback == "sync_file_range":
-        assert start[writeback] is not None  # Linux's C library has it
+    monkeypatch.setattr(_cache, "BLOCK_BYTES", 8192)  # every file in several blocks
+    writes, starts, syncs = [], [], []
+    pwrite, open_, fdatasync = os.pwrite, os.open, os.fdatasync
 
-    def recorded(fd, offset, nbytes, flags):
+    def direct(fd):
+        return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
+
+    def recorded_pwrite(fd, data, offset):
+        if system == "direct refused late" and direct(fd):
+            raise OSError(errno.EINVAL, "Invalid argument")  # a disk of larger sectors
+        writes.append((os.readlink(f"/proc/self/fd/{fd}"), offset, len(data), direct(fd)))
+        return pwrite(fd, data, offset)
+
+    def refusing_open(file, flags, *args, **kwargs):
+        if flags & os.O_DIRECT:  # as a file system without direct writes answers
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return open_(file, flags, *args, **kwargs)
+
+    real_start = _cache._START_WRITEBACK
+    assert real_start is not None  # Linux's C library has sync_file_range
+    start = {"sync_file_range": real_start, "none": None, "refused": refused}
+
+    def recorded_start(fd, offset, nbytes, flags):
         starts.append((os.readlink(f"/proc/self/fd/{fd}"), offset, nbytes))
-        return start[writeback](fd, offset, nbytes, flags)
+        return start.get(system, real_start)(fd, offset, nbytes, flags)
 
-    monkeypatch.setattr(_cache, "_START_WRITEBACK", recorded if start[writeback] else None)
-    fdatasync = os.fdatasync
+    monkeypatch.setattr(os, "pwrite", recorded_pwrite)
+    if system == "direct refused":
+        monkeypatch.setattr(os, "open", refusing_open)
     monkeypatch.setattr(os, "fdatasync", lambda fd: syncs.append(fd) or fdatasync(fd))
+    monkeypatch.setattr(_cache, "_START_WRITEBACK", None if system == "none" else recorded_start)
+    if system in ("sync_file_range", "none", "refused"):
+        monkeypatch.setattr(_cache, "_DIRECT", 0)  # no direct writes offered
     with open(path, "rb") as f:
         pieces = iter_pieces(f, str(path), n_features=5000, chunk_bytes=4096)
         write_cache(pieces, tmp_path / "c", n_features=5000)
     X, y, _ = read_cache(tmp_path / "c")
     assert (X != X_ref).nnz == 0 and X.shape == X_ref.shape
     np.testing.assert_array_equal(y, y_ref)
-    # the writing thread waits for the disk only where it cannot start the writes and go on
-    if writeback == "sync_file_range":
-        assert len(starts) > 10 and not syncs
-        ends = {}  # each file's ranges follow each other
-        for file, offset, nbytes in starts:
-            assert offset == ends.get(file, offset) and nbytes >= 1000
-            ends[file] = offset + nbytes
-        assert {Path(file).name for file in ends} >= {"indices.npy", "data.npy"}
-    else:
-        assert len(syncs) > 10 and len(starts) == (len(syncs) if writeback == "refused" else 0)
+    blocks = [w for w in writes if w[1] or w[2] > 512]  # (not the headers written last)
+    ends = {}  # each file's blocks follow each other
+    for file, offset, nbytes, _ in blocks:
+        assert offset == ends.get(file, 0)
+        ends[file] = offset + nbytes
+    assert {Path(file).name for file in ends} >= {
+        "indptr.npy", "indices.npy", "data.npy", "labels.npy"
+    }
+    assert sum(nbytes == 8192 for _, _, nbytes, _ in blocks) > 20
+    if system == "direct":  # past the page cache, whole pages, nothing to sync meanwhile
+        assert all(is_direct for *_, is_direct in blocks)
+        assert all(nbytes % 4096 == 0 for _, _, nbytes, _ in blocks) and not starts
+        assert syncs == []
+    else:  # through the page cache: each block starts on its way to the disk, or is synced
+        assert not any(is_direct for *_, is_direct in blocks)
+        if system == "none":
+            assert len(syncs) == len(blocks) and not starts
+        else:
+            assert len(starts) == len(blocks)
+            assert len(syncs) == (len(blocks) if system == "refused" else 0)
     # the disk fills up in the writing thread: the caller gets the error, nothing is left
-    append = _cache._NpyWriter.append
-    calls = []
+    write = _cache._NpyWriter._write
+    threads = []
 
-    def full(self, array):
-        calls.append(1)
-        if len(calls) > 20:
+    def full(self, block, nbytes, offset):
+        threads.append(threading.current_thread().name)
+        if len(threads) > 20:
             raise OSError(28, "No space left on device")
-        append(self, array)
+        write(self, block, nbytes, offset)
 
-    monkeypatch.setattr(_cache._NpyWriter, "append", full)
+    monkeypatch.setattr(_cache._NpyWriter, "_write", full)
     with open(path, "rb") as f, pytest.raises(OSError, match="No space left on device"):
         pieces = iter_pieces(f, str(path), n_features=5000, chunk_bytes=4096)
         write_cache(pieces, tmp_path / "d", n_features=5000)
+    assert threads[20].startswith("cache-writer")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]

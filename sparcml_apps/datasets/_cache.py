@@ -2,14 +2,17 @@
 JSON manifest, written in a temporary directory renamed into place, read as memory maps."""
 
 import ctypes
+import errno
+import fcntl
 import json
+import mmap
 import os
-import queue
 import shutil
 import tempfile
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
+from queue import SimpleQueue
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,12 +24,11 @@ MANIFEST = "manifest.json"
 INT32_MAX = 2**31 - 1
 MAX_CLASSES = 1000
 """The manifest lists the distinct labels up to this many (else null: not classes)."""
-_COPY_BLOCK = 1 << 24
-SYNC_BYTES = 1 << 26
-"""A file of the cache being written is sent to the disk every this many bytes, so that the
-disk works while the rows are parsed (not all at the end, when the files are synced)."""
-_SPOOLED = 8
-"""Arrays queued for the writing thread at most."""
+BLOCK_BYTES = 1 << 24
+"""A file of the cache is written this many bytes at a time (a multiple of the page size)."""
+_BLOCKS = 2
+"""Blocks of memory a file being written holds: one filled while the other is written."""
+_DIRECT = getattr(os, "O_DIRECT", 0)
 
 
 def _writeback_starter():
@@ -49,18 +51,28 @@ class _NpyWriter:
     """A 1-D ``.npy`` file appended to block by block; its length is written on exit, and
     it is synced to the disk then.
 
-    Every :data:`SYNC_BYTES` appended start going to the disk meanwhile: without waiting
-    where the system can (``sync_file_range``), else by syncing the file then.
+    What is appended is copied into a block of :data:`BLOCK_BYTES`; a full block is written
+    by ``spool`` (an executor of one thread, so that the caller goes on meanwhile), or at
+    once where there is none. Blocks go straight to the disk (``O_DIRECT``) where the file
+    system allows: through the page cache, the kernel spends more CPU on a byte than the
+    disk takes time. Elsewhere each block written starts on its way to the disk without
+    waiting (``sync_file_range``), or is synced where the system cannot do that.
     """
 
-    def __init__(self, path, dtype):
+    def __init__(self, path, dtype, spool=None):
         self.path = path
         self.dtype = np.dtype(dtype)
         self.length = 0
-        self.file = open(path, "wb")
+        self.spool = spool
+        self.fd, self.direct = _create(path)
+        self.written = 0  # bytes of the file handed out to be written
+        self.error = None  # what a write in the spool met
+        self.free = SimpleQueue()
+        for _ in range(_BLOCKS):
+            self.free.put(None)  # (allocated when first needed)
         self.header = self._header()
-        self.file.write(self.header)
-        self.sent = len(self.header)  # the bytes started on their way to the disk
+        self.block, self.used = self._take(), len(self.header)
+        self.block[: self.used] = np.frombuffer(self.header, np.uint8)
 
     def _header(self):
         fields = {
@@ -69,45 +81,115 @@ class _NpyWriter:
             "shape": (self.length,),
         }
         with tempfile.TemporaryFile() as f:
-            # numpy pads the header so that the shape can grow without moving the data
+            # numpy pads the header so that the shape can grow without moving the data, to
+            # a multiple of 64 bytes: items never straddle blocks
             np.lib.format.write_array_header_1_0(f, fields)
             f.seek(0)
             return f.read()
 
     def append(self, array):
-        array = np.ascontiguousarray(array, self.dtype)
-        self.file.write(memoryview(array).cast("B"))
+        array = np.asarray(array).ravel()
+        size = self.dtype.itemsize
+        done = 0
+        while done < array.size:
+            n = min(array.size - done, (BLOCK_BYTES - self.used) // size)
+            room = self.block[self.used : self.used + n * size].view(self.dtype)
+            np.copyto(room, array[done : done + n], casting="unsafe")
+            done += n
+            self.used += n * size
+            if self.used == BLOCK_BYTES:
+                self._send()
         self.length += array.size
-        if self._end() - self.sent >= SYNC_BYTES:
-            self._send()
-
-    def _end(self):
-        """The file's length in bytes."""
-        return len(self.header) + self.length * self.dtype.itemsize
 
     def _send(self):
-        """Start the bytes not yet sent on their way to the disk."""
-        self.file.flush()
-        fd, end = self.file.fileno(), self._end()
-        if _START_WRITEBACK is None or _START_WRITEBACK(
-            fd, self.sent, end - self.sent, _SYNC_FILE_RANGE_WRITE
+        """Write the full block, in the spool or now; go on in a free one."""
+        block, nbytes, offset = self.block, self.used, self.written
+        self.written += nbytes
+        if self.spool is None:
+            self._write(block, nbytes, offset)
+            self.free.put(block)
+        else:
+            self.spool.submit(self._write_and_free, block, nbytes, offset)
+        self.block, self.used = self._take(), 0
+        if self.error is not None:
+            raise self.error
+
+    def _take(self):
+        block = self.free.get()  # (waits while both blocks are being written)
+        return np.frombuffer(mmap.mmap(-1, BLOCK_BYTES), np.uint8) if block is None else block
+
+    def _write_and_free(self, block, nbytes, offset):
+        try:
+            if self.error is None:
+                self._write(block, nbytes, offset)
+        except BaseException as exc:  # noqa: BLE001 - raised by the caller's next _take or exit
+            self.error = exc
+        finally:
+            self.free.put(block)
+
+    def _write(self, block, nbytes, offset):
+        """Write ``block[:nbytes]`` at ``offset``; direct writes go on to the page's end (the
+        file is cut to its length on exit)."""
+        if not nbytes:
+            return
+        pages = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+        view, at = memoryview(block)[: pages if self.direct else nbytes], offset
+        while view:
+            try:
+                done = os.pwrite(self.fd, view, at)
+            except OSError as exc:
+                if not (self.direct and exc.errno == errno.EINVAL):
+                    raise
+                self._through_page_cache()  # refused as not aligned as the disk wants
+                view = view[: nbytes - (at - offset)]
+                continue
+            view, at = view[done:], at + done
+        if not self.direct and (
+            _START_WRITEBACK is None
+            or _START_WRITEBACK(self.fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
         ):
-            os.fdatasync(fd)  # (also where sync_file_range fails)
-        self.sent = end
+            os.fdatasync(self.fd)  # (also where sync_file_range fails)
+
+    def _through_page_cache(self):
+        fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) & ~_DIRECT)
+        self.direct = False
 
     def __enter__(self):
         return self
 
     def __exit__(self, kind, value, traceback):
-        with self.file:
+        try:
+            if kind is not None and self.error is None:
+                self.error = value  # the blocks still queued are not written
+            for _ in range(_BLOCKS - 1):  # every block back but the one held: written
+                self.free.get()
             if kind is None:
+                if self.error is not None:
+                    raise self.error
+                self._write(self.block, self.used, self.written)
+                self.written += self.used
+                os.ftruncate(self.fd, self.written)
                 header = self._header()
                 if len(header) != len(self.header):  # pragma: no cover - over 10**20 items
                     raise OverflowError(f"{self.path}: too many items for a .npy header")
-                self.file.seek(0)
-                self.file.write(header)
-                self.file.flush()
-                os.fsync(self.file.fileno())
+                self._through_page_cache()  # (a header is not a whole page)
+                os.pwrite(self.fd, header, 0)
+                os.fsync(self.fd)
+        finally:
+            os.close(self.fd)
+
+
+def _create(path):
+    """A new file ``path`` opened for writing: its descriptor, and whether its writes go
+    straight to the disk (where the file system allows)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+    if _DIRECT:
+        try:
+            return os.open(path, flags | _DIRECT, 0o666), True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+    return os.open(path, flags, 0o666), False
 
 
 def write_cache(pieces, dest, *, n_features=None, info=None, check=None):
@@ -127,8 +209,10 @@ def write_cache(pieces, dest, *, n_features=None, info=None, check=None):
         set_default_mode(tmp)
         narrow = n_features is None or n_features <= INT32_MAX
         with ExitStack() as stack:
+            # the files are closed (each waits for its blocks) before the spool
+            spool = stack.enter_context(ThreadPoolExecutor(1, "cache-writer"))
             indptr, indices, data, labels = (
-                stack.enter_context(_NpyWriter(tmp / f"{name}.npy", dtype))
+                stack.enter_context(_NpyWriter(tmp / f"{name}.npy", dtype, spool))
                 for name, dtype in (
                     ("indptr", np.int64),
                     ("indices", np.int32 if narrow else np.int64),
@@ -136,7 +220,6 @@ def write_cache(pieces, dest, *, n_features=None, info=None, check=None):
                     ("labels", np.float64),
                 )
             )
-            spool = stack.enter_context(_Spool())  # closed (written) before the files
             nnz = 0
             max_column = -1
             classes = set()
@@ -148,11 +231,11 @@ def write_cache(pieces, dest, *, n_features=None, info=None, check=None):
                         f"found column {piece.max_column}"
                     )
                 max_column = max(max_column, piece.max_column)
-                spool.put(indptr, nnz + np.cumsum(piece.row_nnz))
+                indptr.append(nnz + np.cumsum(piece.row_nnz))
                 nnz += int(piece.indices.size)
-                spool.put(indices, piece.indices)
-                spool.put(data, piece.values)
-                spool.put(labels, piece.labels)
+                indices.append(piece.indices)
+                data.append(piece.values)
+                labels.append(piece.labels)
                 if classes is not None:
                     classes.update(np.unique(piece.labels).tolist())
                     classes = classes if len(classes) <= MAX_CLASSES else None
@@ -177,58 +260,13 @@ def write_cache(pieces, dest, *, n_features=None, info=None, check=None):
     return manifest
 
 
-class _Spool:
-    """A thread that appends arrays to their writers in the order given, while the caller
-    goes on (parsing the next rows); an error it meets is raised by the next :meth:`put`
-    or by :meth:`close`."""
-
-    def __init__(self):
-        self._jobs = queue.Queue(_SPOOLED)
-        self._error = None
-        self._thread = threading.Thread(target=self._serve, name="cache-writer", daemon=True)
-        self._thread.start()
-
-    def _serve(self):
-        while (job := self._jobs.get()) is not None:
-            if self._error is None:
-                writer, array = job
-                try:
-                    writer.append(array)
-                except BaseException as exc:  # noqa: BLE001 - raised by put() or close()
-                    self._error = exc
-
-    def put(self, writer, array):
-        """Queue ``array`` (copied, in the writer's dtype) for ``writer``."""
-        if self._error is not None:
-            raise self._error
-        self._jobs.put((writer, np.array(array, writer.dtype)))
-
-    def close(self):
-        """Wait until every queued array is written."""
-        self._jobs.put(None)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, value, traceback):
-        if kind is None:
-            self.close()
-            return
-        self._error = self._error or value  # drop what is left
-        self._jobs.put(None)
-        self._thread.join()
-
-
 def _retype(path, dtype):
     """Rewrite the 1-D ``.npy`` file ``path`` with another dtype, block by block."""
     source = np.load(path, mmap_mode="r")
     retyped = path.with_suffix(".tmp")
     with _NpyWriter(retyped, dtype) as out:
-        for start in range(0, source.size, _COPY_BLOCK):
-            out.append(source[start : start + _COPY_BLOCK])
+        for start in range(0, source.size, BLOCK_BYTES):
+            out.append(source[start : start + BLOCK_BYTES])
     del source
     os.replace(retyped, path)
 

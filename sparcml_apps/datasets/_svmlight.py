@@ -15,6 +15,7 @@ import gc
 import lzma
 import mmap
 import os
+import queue
 import tarfile
 import threading
 import zlib
@@ -267,32 +268,89 @@ def iter_pieces(
     else:
         outs = [_Buffers(parser.index_dtype, keep=True) for _ in range(threads)]
         parse = partial(_lines_at_once, parser, outs=outs)
-    read = getattr(stream, "readinto1", None) or stream.readinto  # one read a call
-    buf = np.empty(chunk_bytes * (1 if out is not None else threads), np.uint8)
-    have = 0  # bytes in buf
-    line = 0  # lines before buf[0]
-    eof = False
-    failure = None  # why reading stopped before the end
-    while not eof or have:
-        while not eof and have < buf.size:
+    size = chunk_bytes * (1 if out is not None else threads)
+    carry = np.empty(0, np.uint8)  # the start of a line that the last block cut
+    line = 0  # lines before the carry
+    with _ReadAhead(stream, size) as blocks:
+        for block, got, eof, failure in blocks:
+            text = blocks.after(carry, block, got)
+            # whole lines; at a clean end the last line too
+            end = text.size if eof and failure is None else k.last_line_end(text, text.size) + 1
+            if end:
+                line = yield from parse(text[:end], line)
+            if failure is not None:
+                raise ParseError(source, line + 1, f"cannot read the data: {failure}")
+            carry = text[end:].copy()  # (a line longer than a block: all of it)
+            blocks.done(block)
+            if on_block is not None:
+                on_block(line)
+
+
+class _ReadAhead:
+    """The blocks of a binary stream, read (and decompressed, and hashed, as the stream
+    does) by a thread of their own one block ahead of the caller, into two buffers in turn.
+
+    Iterating yields ``(buffer, got, eof, failure)``: the block is ``buffer[HEAD:HEAD +
+    got]``, the room before it left for the line the last block cut; ``eof`` at the end
+    of the data or where reading failed (``failure``: the read error). Hand each buffer
+    back with :meth:`done` once parsed. What else reading raises is raised here.
+    """
+
+    HEAD = 1 << 20
+
+    def __init__(self, stream, size):
+        self._read = getattr(stream, "readinto1", None) or stream.readinto  # one read a call
+        self._free, self._full = queue.SimpleQueue(), queue.SimpleQueue()
+        for _ in range(2):
+            self._free.put(np.empty(self.HEAD + size, np.uint8))
+        self._thread = threading.Thread(target=self._serve, name="read-ahead", daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        eof = False
+        while not eof and (buffer := self._free.get()) is not None:
+            have, failure = self.HEAD, None
             try:
-                got = read(memoryview(buf)[have:])
+                while have < buffer.size:
+                    got = self._read(memoryview(buffer)[have:])
+                    if not got:
+                        eof = True
+                        break
+                    have += got
             except _READ_ERRORS as exc:
-                failure, got = exc, 0
-            eof = not got
-            have += got or 0
-        # whole lines; at a clean end the last line too
-        end = have if eof and failure is None else k.last_line_end(buf, have) + 1
-        if end == 0 and not eof:  # a line longer than the buffer
-            buf = np.concatenate([buf, np.empty(buf.size, np.uint8)])
-            continue
-        line = yield from parse(buf[:end], line)
-        if failure is not None:
-            raise ParseError(source, line + 1, f"cannot read the data: {failure}")
-        buf[: have - end] = buf[end:have]
-        have -= end
-        if on_block is not None:
-            on_block(line)
+                eof, failure = True, exc
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+                self._full.put(exc)
+                return
+            self._full.put((buffer, have - self.HEAD, eof, failure))
+
+    def __iter__(self):
+        while True:
+            item = self._full.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            if item[2]:
+                return
+
+    def after(self, carry, buffer, got):
+        """The text ``carry`` followed by the block in ``buffer``."""
+        if carry.size > self.HEAD:
+            return np.concatenate([carry, buffer[self.HEAD : self.HEAD + got]])
+        start = self.HEAD - carry.size
+        buffer[start : self.HEAD] = carry
+        return buffer[start : self.HEAD + got]
+
+    def done(self, buffer):
+        """Hand ``buffer`` back, to be read into."""
+        self._free.put(buffer)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self._free.put(None)  # the thread stops after the block it may be reading
+        self._thread.join()
 
 
 def read_all(
