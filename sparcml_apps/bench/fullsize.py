@@ -4,10 +4,10 @@ Writes url-like LIBSVM files of url's shape (``write_url_like``, which never hol
 matrix): 2,396,130 training rows and 239,613 test rows of one problem, 3,231,961
 columns, about 116 nonzeros a row; and, for comparison, a 400,000-row problem of the same
 generator (40,000 test rows). Then, each stage a fresh process: ``convert_svmlight`` of
-the files to CSR caches, with numba's default threads (seconds, rows a second, peak
-memory), the same parsing and hashing of the training file without writing a cache (what
-the disk costs), ``load_cache`` of the
-training cache, and ``sparcml train`` on 1 and 2 ranks, default options, 3 epochs
+the files to CSR caches, with numba's default threads (seconds, CPU seconds, rows a
+second, peak memory), the same parsing and hashing of the training file without writing
+a cache (what the disk costs), each ``--repeats`` times (the median run), ``load_cache``
+of the training cache, and ``sparcml train`` on 1 and 2 ranks, default options, 3 epochs
 (seconds an epoch, rows a second a rank, test accuracy, each rank's peak memory against
 its shard's CSR bytes plus 4 times the model's bytes plus 500 MB). Where memory cgroups
 can be made (root, cgroup v1), 1 rank trains again within a memory limit of half its
@@ -62,7 +62,7 @@ def add_arguments(parser):
     )
     parser.add_argument("--seed", type=int, default=0, help="data seed (default: 0)")
     parser.add_argument(
-        "--repeats", type=int, default=3, help="runs of each training (default: %(default)s)"
+        "--repeats", type=int, default=3, help="runs of each conversion and training (default: %(default)s)"
     )
     add_dir_argument(parser, "the files and caches")
     parser.add_argument(
@@ -112,11 +112,14 @@ def _size(args, folder, rows):
     for name, path in (("train", train), ("test", test)):
         caches[name] = Path(f"{path}.cache")
         if name == "train" or not caches[name].exists():
-            shutil.rmtree(caches[name], ignore_errors=True)  # a fresh conversion is timed
-            stage = _stage(_CONVERT, path, caches[name], args.features, env=env)
+            runs = []
+            for _ in range(args.repeats if name == "train" else 1):
+                shutil.rmtree(caches[name], ignore_errors=True)  # a fresh conversion is timed
+                runs.append(_stage(_CONVERT, path, caches[name], args.features, env=env))
             if name == "train":
-                record["convert"] = stage
-    record["parse"] = _stage(_PARSE, train, args.features, env=env)
+                record["convert"] = _median(runs)
+    runs = [_stage(_PARSE, train, args.features, env=env) for _ in range(args.repeats)]
+    record["parse"] = _median(runs)
     for stage in ("convert", "parse"):
         record[stage]["rows_per_second"] = rows / record[stage]["seconds"]
     record["cache_megabytes"] = sum(f.stat().st_size for f in caches["train"].iterdir()) / 1e6
@@ -176,7 +179,7 @@ def disk_rate(folder, megabytes=1024):
 
 def _stage(code, *arguments, env=None):
     """Run ``code`` in a fresh Python process (``env``: its environment, None: this
-    one's): its wall seconds and peak memory."""
+    one's): its wall seconds, CPU seconds (of all its threads) and peak memory."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         begun = time.perf_counter()
         process = subprocess.Popen(
@@ -188,7 +191,18 @@ def _stage(code, *arguments, env=None):
         out.seek(0), err.seek(0)
         if process.returncode:
             raise RuntimeError(f"a stage failed ({arguments}):\n{err.read()}")
-        return {"seconds": seconds, "peak_rss_bytes": usage.ru_maxrss * _KIB, "out": out.read()}
+        return {
+            "seconds": seconds,
+            "cpu_seconds": usage.ru_utime + usage.ru_stime,
+            "peak_rss_bytes": usage.ru_maxrss * _KIB,
+            "out": out.read(),
+        }
+
+
+def _median(runs):
+    """The run of median seconds, with every run's seconds beside."""
+    chosen = dict(sorted(runs, key=lambda run: run["seconds"])[len(runs) // 2])
+    return {**chosen, "runs_seconds": [run["seconds"] for run in runs]}
 
 
 def _train(caches, nprocs, args, folder, limit=None, dask=False):
@@ -301,20 +315,22 @@ def report(r):
         f"Each stage a fresh process; {r['cores']} cores; the conversion parses with a "
         "thread a core; `sparcml train` with default "
         f"options, {r['epochs']} epochs, NUMBA_NUM_THREADS=1 a rank, {r['repeats']} runs "
-        "(each epoch's median seconds over them; the largest peak memory). The disk takes "
+        "(each epoch's median seconds over them; the largest peak memory); the conversion and "
+        f"the parse alone {r['repeats']} times each (the median run). The disk takes "
         f"{disk:.0f} MB/s written as the cache is (past the page cache) and synced: the "
         "cache's bytes over that rate bound the conversion.",
         "",
-        "| training rows | MB of text | convert (s) | rows/s | parse and sha256 only (s) "
-        "| rows/s | convert peak (MB) | MB of cache | cache over the disk's rate (s) "
-        "| load cache (ms) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| training rows | MB of text | convert (s) | each run (s) | CPU (s) | rows/s "
+        "| parse and sha256 only (s) | rows/s | convert peak (MB) | MB of cache "
+        "| cache over the disk's rate (s) | load cache (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in r["sizes"]:
         c, p = s["convert"], s["parse"]
         load = float(s["load_cache"]["out"].split()[0])
         lines.append(
             f"| {s['rows']:,} | {s['megabytes']:,.0f} | {c['seconds']:.1f} | "
+            f"{' / '.join(f'{t:.1f}' for t in c['runs_seconds'])} | {c['cpu_seconds']:.1f} | "
             f"{c['rows_per_second']:,.0f} | {p['seconds']:.1f} | {p['rows_per_second']:,.0f} | "
             f"{c['peak_rss_bytes'] / 1e6:,.0f} | "
             f"{s['cache_megabytes']:,.0f} | {s['cache_megabytes'] / disk:.1f} | {load * 1e3:.1f} |"
