@@ -12,7 +12,6 @@ import time
 
 from mpi4py import MPI
 
-from . import thresholds
 from ._allreduce import channel, record, start
 from ._wire import run
 
@@ -71,9 +70,7 @@ class Progress:
         while (call := self._calls.get()) is not None:
             request, steps, finish = call
             try:
-                result = run(
-                    steps, self.comm, nap=True, longest_nap=thresholds.PROGRESS_NAP_SECONDS
-                )
+                result = run(steps, self.comm, nap=True)
                 request._result = result if finish is None else finish(result)
             except BaseException as exc:  # noqa: BLE001 - raised by wait()
                 request._error = exc

@@ -169,15 +169,15 @@ def _wait(pending, comm):
         MPI.Request.Waitall(pending)
 
 
-def run(steps, comm, *, nap, longest_nap=None):
+def run(steps, comm, *, nap):
     """Drive the generator ``steps`` to its return value.
 
     Without ``nap``, waits are MPI's own (which poll the whole time). With ``nap``, a wait
     tests for ``thresholds.SPIN_SECONDS``, then naps between tests, so a rank that waits
     leaves its core to the ranks that work: ``thresholds.NAP_SECONDS`` at first, each nap
-    twice the last up to ``longest_nap`` (default: ``NAP_SECONDS``, no growth).
+    twice the last up to ``thresholds.LONGEST_NAP_SECONDS``.
     """
-    longest_nap = thresholds.NAP_SECONDS if longest_nap is None else longest_nap
+    longest_nap = thresholds.LONGEST_NAP_SECONDS
     try:
         item = next(steps)
         while True:

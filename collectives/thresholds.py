@@ -30,7 +30,8 @@ SPIN_SECONDS = 50e-6
 NAP_SECONDS = 20e-6
 """The nap between tests of a waiting rank (the system's timer slack may lengthen it)."""
 
-PROGRESS_NAP_SECONDS = 2e-4
-"""The longest nap of the thread that drives non-blocking calls: its naps grow from
-``NAP_SECONDS`` to this while it waits, so a long wait costs little CPU, at the price of
-up to this much delay in noticing that a message came."""
+LONGEST_NAP_SECONDS = 5e-4
+"""The longest nap of a waiting rank (or of the thread that drives non-blocking calls):
+naps grow from ``NAP_SECONDS`` to this while a wait lasts, so a long wait (for a rank
+still stepping, on a crowded node, that shares the core) takes little of the core, at the
+price of up to this much delay in noticing that the wait is over."""

@@ -257,9 +257,8 @@ def test_cache_written_in_blocks_while_parsing_and_failing_whole(
     for file, offset, nbytes, _ in blocks:
         assert offset == ends.get(file, 0)
         ends[file] = offset + nbytes
-    assert {Path(file).name for file in ends} >= {
-        "indptr.npy", "indices.npy", "data.npy", "labels.npy"
-    }
+    names = {Path(file).name for file in ends}
+    assert names >= {"indptr.npy", "indices.npy", "data.npy", "labels.npy"}
     assert sum(nbytes == 8192 for _, _, nbytes, _ in blocks) > 20
     if system == "direct":  # past the page cache, whole pages, nothing to sync meanwhile
         assert all(is_direct for *_, is_direct in blocks)

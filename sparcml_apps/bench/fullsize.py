@@ -62,7 +62,10 @@ def add_arguments(parser):
     )
     parser.add_argument("--seed", type=int, default=0, help="data seed (default: 0)")
     parser.add_argument(
-        "--repeats", type=int, default=3, help="runs of each conversion and training (default: %(default)s)"
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs of each conversion and training (default: %(default)s)",
     )
     add_dir_argument(parser, "the files and caches")
     parser.add_argument(
