@@ -64,7 +64,6 @@ class _NpyWriter:
         self.dtype = np.dtype(dtype)
         self.length = 0
         self.spool = spool
-        self.fd, self.direct = _create(path)
         self.written = 0  # bytes of the file handed out to be written
         self.error = None  # what a write in the spool met
         self.free = SimpleQueue()
@@ -73,6 +72,7 @@ class _NpyWriter:
         self.header = self._header()
         self.block, self.used = self._take(), len(self.header)
         self.block[: self.used] = np.frombuffer(self.header, np.uint8)
+        self.fd, self.direct = _create(path)
 
     def _header(self):
         fields = {
