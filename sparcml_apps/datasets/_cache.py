@@ -54,9 +54,10 @@ class _NpyWriter:
     What is appended is copied into a block of :data:`BLOCK_BYTES`; a full block is written
     by ``spool`` (an executor of one thread, so that the caller goes on meanwhile), or at
     once where there is none. Blocks go straight to the disk (``O_DIRECT``) where the file
-    system allows: through the page cache, the kernel spends more CPU on a byte than the
-    disk takes time. Elsewhere each block written starts on its way to the disk without
-    waiting (``sync_file_range``), or is synced where the system cannot do that.
+    system allows: through the page cache, writing them can cost the kernel more CPU time
+    than the disk takes, CPU that parsing needs. Elsewhere each block written starts on
+    its way to the disk without waiting (``sync_file_range``), or is synced where the
+    system cannot do that.
     """
 
     def __init__(self, path, dtype, spool=None):
@@ -264,9 +265,10 @@ def _retype(path, dtype):
     """Rewrite the 1-D ``.npy`` file ``path`` with another dtype, block by block."""
     source = np.load(path, mmap_mode="r")
     retyped = path.with_suffix(".tmp")
+    step = BLOCK_BYTES // source.itemsize
     with _NpyWriter(retyped, dtype) as out:
-        for start in range(0, source.size, BLOCK_BYTES):
-            out.append(source[start : start + BLOCK_BYTES])
+        for start in range(0, source.size, step):
+            out.append(source[start : start + step])
     del source
     os.replace(retyped, path)
 

@@ -7,8 +7,9 @@ rounding ties within its precision, more than 19 digits that it cannot settle) a
 converted by ``float()`` itself.
 
 Text comes as a stream read in blocks (``iter_pieces``, ``read_all``: compressed data,
-conversion to the cache) or as a plain file mapped into memory (``read_file``); the lines
-of a block (``iter_pieces``) or of the file are split over threads that parse at once.
+conversion to the cache), a thread reading the next block while this one is parsed, or as
+a plain file mapped into memory (``read_file``); the lines of a block (``iter_pieces``) or
+of the file are split over threads that parse at once.
 """
 
 import gc
