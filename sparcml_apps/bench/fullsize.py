@@ -16,7 +16,6 @@ rows' bytes: out of core (:mod:`sparcml_apps.memory`).
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,7 +116,9 @@ def _size(args, folder, rows):
         if name == "train" or not caches[name].exists():
             runs = []
             for _ in range(args.repeats if name == "train" else 1):
-                shutil.rmtree(caches[name], ignore_errors=True)  # a fresh conversion is timed
+                # a conversion replaces the cache there once it is complete, as a user's
+                # does (deleting the old one first makes the file system free its blocks
+                # while the new one is written: up to 2 s more here)
                 runs.append(_stage(_CONVERT, path, caches[name], args.features, env=env))
             if name == "train":
                 record["convert"] = _median(runs)
