@@ -28,7 +28,7 @@ else:
 
 
 vec = SparseVector(np.arange(comm.rank, 1000, 3), np.ones(len(range(comm.rank, 1000, 3))), 1000)
-call(vec)  # the thread and the channel exist before the measurement
+call(vec)  # the channel (and the iallreduce thread) exist before the measurement
 comm.Barrier()
 if comm.rank == 0:
     wall, cpu = time.perf_counter(), time.process_time()
