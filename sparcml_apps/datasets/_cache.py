@@ -65,7 +65,6 @@ class _NpyWriter:
         self.dtype = np.dtype(dtype)
         self.length = 0
         self.spool = spool
-        self.written = 0  # bytes of the file handed out to be written
         self.error = None  # what a write in the spool met
         self.free = SimpleQueue()
         for _ in range(_BLOCKS):
@@ -97,15 +96,18 @@ class _NpyWriter:
             room = self.block[self.used : self.used + n * size].view(self.dtype)
             np.copyto(room, array[done : done + n], casting="unsafe")
             done += n
+            self.length += n
             self.used += n * size
             if self.used == BLOCK_BYTES:
                 self._send()
-        self.length += array.size
+
+    def _end(self):
+        """The file's length in bytes: the header and the items appended."""
+        return len(self.header) + self.length * self.dtype.itemsize
 
     def _send(self):
         """Write the full block, in the spool or now; go on in a free one."""
-        block, nbytes, offset = self.block, self.used, self.written
-        self.written += nbytes
+        block, nbytes, offset = self.block, self.used, self._end() - self.used
         if self.spool is None:
             self._write(block, nbytes, offset)
             self.free.put(block)
@@ -167,9 +169,8 @@ class _NpyWriter:
             if kind is None:
                 if self.error is not None:
                     raise self.error
-                self._write(self.block, self.used, self.written)
-                self.written += self.used
-                os.ftruncate(self.fd, self.written)
+                self._write(self.block, self.used, self._end() - self.used)
+                os.ftruncate(self.fd, self._end())
                 header = self._header()
                 if len(header) != len(self.header):  # pragma: no cover - over 10**20 items
                     raise OverflowError(f"{self.path}: too many items for a .npy header")
