@@ -5,6 +5,7 @@ must finish before they go on: ``None`` (nothing), a request or a list of reques
 :class:`Probe`. One driver waits on them (blocking calls), another tests them (requests).
 """
 
+import os
 import time
 
 import numpy as np
@@ -173,11 +174,12 @@ def run(steps, comm, *, nap):
     """Drive the generator ``steps`` to its return value.
 
     Without ``nap``, waits are MPI's own (which poll the whole time). With ``nap``, a wait
-    tests for ``thresholds.SPIN_SECONDS``, then naps between tests, so a rank that waits
-    leaves its core to the ranks that work: ``thresholds.NAP_SECONDS`` at first, each nap
-    twice the last up to ``thresholds.LONGEST_NAP_SECONDS``.
+    tests for ``thresholds.SPIN_SECONDS``, then yields the core between tests
+    (``os.sched_yield``) until it has lasted ``thresholds.YIELD_SECONDS``, then naps between
+    tests, so a rank that waits long leaves its core to the ranks that work:
+    ``thresholds.NAP_SECONDS`` at first, each nap twice the last up to
+    ``thresholds.LONGEST_NAP_SECONDS``.
     """
-    longest_nap = thresholds.LONGEST_NAP_SECONDS
     try:
         item = next(steps)
         while True:
@@ -185,12 +187,19 @@ def run(steps, comm, *, nap):
             if pending is not None and not nap:
                 _wait(pending, comm)
             elif pending is not None and not _done(pending, comm):
-                begin = time.perf_counter()
-                seconds = thresholds.NAP_SECONDS
-                while not _done(pending, comm):
-                    if time.perf_counter() - begin > thresholds.SPIN_SECONDS:
-                        time.sleep(seconds)
-                        seconds = min(2 * seconds, longest_nap)
+                _test_until_done(pending, comm)
             item = next(steps)
     except StopIteration as stop:
         return stop.value
+
+
+def _test_until_done(pending, comm):
+    begin = time.perf_counter()
+    seconds = thresholds.NAP_SECONDS
+    while not _done(pending, comm):
+        waited = time.perf_counter() - begin
+        if waited > thresholds.YIELD_SECONDS:
+            time.sleep(seconds)
+            seconds = min(2 * seconds, thresholds.LONGEST_NAP_SECONDS)
+        elif waited > thresholds.SPIN_SECONDS:
+            os.sched_yield()

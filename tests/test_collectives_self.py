@@ -54,3 +54,55 @@ def test_bad_vector():
         allreduce([1.0], MPI.COMM_SELF)
     with pytest.raises(TypeError, match="vec must be float32 or float64, got dtype int64"):
         allreduce(np.arange(3), MPI.COMM_SELF)
+
+
+def test_a_wait_spins_then_yields_then_naps_longer(monkeypatch):
+    # a wait on a crowded node, on a clock of its own: each test of the request takes 10 us
+    from collectives import _wire, thresholds
+
+    now, actions = [0.0], []
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return now[0]
+
+        @staticmethod
+        def sleep(seconds):
+            actions.append(("nap", now[0], seconds))
+            now[0] += seconds
+
+    class System:
+        @staticmethod
+        def sched_yield():
+            actions.append(("yield", now[0], 0.0))
+
+    def done(pending, comm):
+        now[0] += 10e-6
+        return now[0] >= 0.2
+
+    monkeypatch.setattr(_wire, "time", Clock)
+    monkeypatch.setattr(_wire, "os", System)
+    monkeypatch.setattr(_wire, "_done", done)
+    monkeypatch.setattr(thresholds, "YIELD_SECONDS", 0.05)
+
+    def steps():
+        yield MPI.REQUEST_NULL
+        return "over"
+
+    assert _wire.run(steps(), MPI.COMM_SELF, nap=True) == "over"
+    yields = [at for kind, at, _ in actions if kind == "yield"]
+    naps = [(at, seconds) for kind, at, seconds in actions if kind == "nap"]
+    assert yields and naps and now[0] >= 0.2
+    # the first tests spin, then it yields between tests until the wait has lasted
+    # YIELD_SECONDS, then it naps: NAP_SECONDS, each twice the last, up to the longest
+    assert thresholds.SPIN_SECONDS <= yields[0] <= thresholds.SPIN_SECONDS + 20e-6
+    assert max(yields) <= thresholds.YIELD_SECONDS + 10e-6 < naps[0][0]
+    assert [seconds for _, seconds in naps[:3]] == [
+        thresholds.NAP_SECONDS * 2**i for i in range(3)
+    ]
+    assert max(seconds for _, seconds in naps) == thresholds.LONGEST_NAP_SECONDS
+    # without naps, the wait is MPI's own (a null request's returns at once)
+    actions.clear()
+    assert _wire.run(steps(), MPI.COMM_SELF, nap=False) == "over"
+    assert actions == []

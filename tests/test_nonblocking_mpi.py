@@ -15,7 +15,8 @@ def test_iallreduce_equals_allreduce_in_order_and_errors_reach_all(nprocs):
 @pytest.mark.parametrize("nprocs, call", [(2, "iallreduce"), (3, "iallreduce"), (2, "nap")])
 def test_a_waiting_rank_leaves_its_core(nprocs, call):
     # rank 0 waits 2 s for ranks that join late; its CPU time over that wait, all threads:
-    # its naps grow while it waits (at 20 us each, it would take a quarter of its core)
+    # it yields its core for the first 50 ms, then naps ever longer (at 20 us each, it
+    # would take a quarter of its core)
     result = run_mpi("check_iallreduce_cpu.py", nprocs, *([call] if call == "nap" else []),
                      timeout=60)  # fmt: skip
     cpu = float(result.stdout[0].split()[1])
