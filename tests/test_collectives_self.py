@@ -98,9 +98,7 @@ def test_a_wait_spins_then_yields_then_naps_longer(monkeypatch):
     # YIELD_SECONDS, then it naps: NAP_SECONDS, each twice the last, up to the longest
     assert thresholds.SPIN_SECONDS <= yields[0] <= thresholds.SPIN_SECONDS + 20e-6
     assert max(yields) <= thresholds.YIELD_SECONDS + 10e-6 < naps[0][0]
-    assert [seconds for _, seconds in naps[:3]] == [
-        thresholds.NAP_SECONDS * 2**i for i in range(3)
-    ]
+    assert [seconds for _, seconds in naps[:3]] == [thresholds.NAP_SECONDS * 2**i for i in range(3)]
     assert max(seconds for _, seconds in naps) == thresholds.LONGEST_NAP_SECONDS
     # without naps, the wait is MPI's own (a null request's returns at once)
     actions.clear()
