@@ -33,12 +33,13 @@ __all__ = [
     "iallreduce",
     "quantize",
     "thresholds",
+    "wait",
 ]
 
 
 def __getattr__(name):
     # the collectives import mpi4py.MPI, which initializes MPI: only on first use
-    if name in ("allreduce", "allgather", "check", "cost_constants"):
+    if name in ("allreduce", "allgather", "check", "cost_constants", "wait"):
         from . import _allreduce
 
         return getattr(_allreduce, name)

@@ -13,7 +13,7 @@ from ._errors import RankError
 from ._quantize import BITS
 from ._stats import Stats
 from ._vector import VALUE_DTYPES, SparseVector, check_values
-from ._wire import Wire, run
+from ._wire import Wire, run, test_until_done
 
 _ALGORITHM_NAMES = ["auto", *ALGORITHMS]
 _ALGORITHM_CODES = {name: code for code, name in enumerate(_ALGORITHM_NAMES)}
@@ -95,6 +95,17 @@ def channel(comm):
         found = _Channel(comm.Dup())
         comm.Set_attr(_keyval, found)
     return found
+
+
+def wait(request, comm=None):
+    """Wait for the MPI ``request`` (of an operation on ``comm``) as the collectives here
+    wait on ``comm``: MPI's own wait, or on a node with more of its ranks than cores,
+    testing, then yielding the core, then napping between tests, so that a rank that is
+    early does not take the core from one that shares it and is still working."""
+    if channel(comm).naps():
+        test_until_done(request, comm)
+    else:
+        request.Wait()
 
 
 def cost_constants(comm=None):

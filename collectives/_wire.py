@@ -187,13 +187,16 @@ def run(steps, comm, *, nap):
             if pending is not None and not nap:
                 _wait(pending, comm)
             elif pending is not None and not _done(pending, comm):
-                _test_until_done(pending, comm)
+                test_until_done(pending, comm)
             item = next(steps)
     except StopIteration as stop:
         return stop.value
 
 
-def _test_until_done(pending, comm):
+def test_until_done(pending, comm):
+    """Test ``pending`` (a request, a list of them, or a :class:`Probe`) until it is done:
+    for ``thresholds.SPIN_SECONDS``, then yielding the core between tests, then napping
+    (:func:`run` with ``nap``)."""
     begin = time.perf_counter()
     seconds = thresholds.NAP_SECONDS
     while not _done(pending, comm):

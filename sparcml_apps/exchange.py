@@ -343,7 +343,7 @@ def plan(setup, indptr, indices, order, steps, comm):
         for i in range(n, lengths.size):  # past the rows counted
             counts[0, i] = columns_of(lengths[:n], columns, lengths[i], setup.n_features)
             counts[1, i] = nonzeros[-1] * lengths[i] // lengths[n - 1]
-    comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.MAX)
+    collectives.wait(comm.Iallreduce(MPI.IN_PLACE, counts, op=MPI.MAX), comm)
     costs = Costs.of(setup, comm.Get_size(), collectives.cost_constants(comm))
     if setup.local_steps == "auto":
         period_steps = auto_period(costs, counts[0], counts[1], steps)

@@ -303,7 +303,11 @@ class _Epochs:
         self.setup, self.weights, self.comm = setup, weights, comm
         nprocs = comm.Get_size()
         self.counts = np.empty(nprocs, np.int64)
-        comm.Allgather(np.array([X.shape[0]], np.int64), self.counts)
+        rows = np.array([X.shape[0]], np.int64)
+        if nprocs > 1:  # (an early rank leaves the core to one still working)
+            collectives.wait(comm.Iallgather(rows, self.counts), comm)
+        else:
+            self.counts[:] = rows
         self.steps = int(-(-self.counts.max() // setup.batch_size))
         self.params = setup.params()
         if setup.average == "auto":  # from the first fit's second epoch

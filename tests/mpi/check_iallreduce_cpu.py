@@ -2,8 +2,9 @@
 
 Rank 0 starts the call and waits; the others sleep ``DELAY`` seconds first. Rank 0 prints
 ``cpu <fraction of one core>`` over its wait (all its threads). The call is an
-``iallreduce``, or with the argument ``nap`` a blocking ``allreduce`` whose ranks nap
-while they wait (as on a node with more ranks than cores).
+``iallreduce``; with the argument ``nap`` a blocking ``allreduce`` whose ranks nap
+while they wait (as on a node with more ranks than cores); with ``wait``, MPI's own
+``Iallreduce`` of the dense vectors, waited for by :func:`collectives.wait` as on such a node.
 """
 
 import sys
@@ -12,7 +13,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from collectives import SparseVector, allreduce, iallreduce, thresholds
+from collectives import SparseVector, allreduce, iallreduce, thresholds, wait
 
 DELAY = 2.0
 comm = MPI.COMM_WORLD
@@ -21,6 +22,13 @@ if sys.argv[1:] == ["nap"]:
 
     def call(vec, **options):
         return allreduce(vec, comm, **options)
+elif sys.argv[1:] == ["wait"]:
+    thresholds.WAIT = "nap"
+
+    def call(vec, **options):
+        total = vec.to_dense()
+        wait(comm.Iallreduce(MPI.IN_PLACE, total, op=MPI.SUM), comm)
+        return total
 else:
 
     def call(vec, **options):
