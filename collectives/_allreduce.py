@@ -101,8 +101,10 @@ def wait(request, comm=None):
     """Wait for the MPI ``request`` (of an operation on ``comm``) as the collectives here
     wait on ``comm``: MPI's own wait, or on a node with more of its ranks than cores,
     testing, then yielding the core, then napping between tests, so that a rank that is
-    early does not take the core from one that shares it and is still working."""
-    if channel(comm).naps():
+    early does not take the core from one that shares it and is still working. On one
+    rank, MPI's own wait (nothing waits for another rank)."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    if comm.Get_size() > 1 and channel(comm).naps():
         test_until_done(request, comm)
     else:
         request.Wait()

@@ -304,10 +304,7 @@ class _Epochs:
         nprocs = comm.Get_size()
         self.counts = np.empty(nprocs, np.int64)
         rows = np.array([X.shape[0]], np.int64)
-        if nprocs > 1:  # (an early rank leaves the core to one still working)
-            collectives.wait(comm.Iallgather(rows, self.counts), comm)
-        else:
-            self.counts[:] = rows
+        collectives.wait(comm.Iallgather(rows, self.counts), comm)
         self.steps = int(-(-self.counts.max() // setup.batch_size))
         self.params = setup.params()
         if setup.average == "auto":  # from the first fit's second epoch
