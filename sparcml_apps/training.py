@@ -115,7 +115,8 @@ _NONE = np.empty(0)  # stands for a state array the options do not need
 @dataclass
 class Weights:
     """The model as training holds it: ``w = wscale * v``, with averaging and L1 state;
-    with several ranks also the model as they last agreed on it."""
+    with several ranks also the model as they last agreed on it. With averaging, ``v`` and
+    ``offsets`` are the two columns of one array (:meth:`prepare`)."""
 
     v: np.ndarray
     intercept: np.ndarray
@@ -176,6 +177,12 @@ class Weights:
         if setup.average and self.offsets.size == 0:
             self.offsets = np.zeros_like(self.v)
             self.average_intercept = np.zeros_like(self.intercept)
+        if self.offsets.size and not np.may_share_memory(self.v, self.offsets):
+            # a weight and its offset side by side: the two writes of a step to a weight
+            # fall in one cache line, and a step of an averaging fit reads one line less
+            pairs = np.empty((self.v.size, 2))
+            pairs[:, 0], pairs[:, 1] = self.v, self.offsets
+            self.v, self.offsets = pairs[:, 0], pairs[:, 1]
         if setup.learning_rate == "adaptive" and self.state[K.ETA] == 0:
             self.state[K.ETA] = setup.eta0
         if exchanging and self.agreed.size == 0:
