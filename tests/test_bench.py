@@ -163,6 +163,9 @@ def test_scaling(tmp_path):
             for c in mine
         ]
         assert s["largest_fall"] == pytest.approx(np.mean(falls))
+        defaults = [runs[system, nprocs, seed]["defaults"] for seed in (0, 1)]
+        assert s["defaults_epochs"] == np.mean([d["epochs"] for d in defaults])
+        assert s["defaults_seconds"] == pytest.approx(np.mean([d["seconds"] for d in defaults]))
     assert runs["sparcml", 2, 0]["local_steps"] >= 1
     assert (tmp_path / "scaling-url-like-dense-shm.png").stat().st_size > 10_000
     assert (tmp_path / "epochs-url-like-dense.png").stat().st_size > 10_000
