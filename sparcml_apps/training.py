@@ -174,14 +174,14 @@ class Weights:
         of the model and the ranks exchange their changes."""
         if setup.l1 > 0 and self.l1_applied.size == 0:
             self.l1_applied = np.zeros_like(self.v)
-        if setup.average and self.offsets.size == 0:
-            self.offsets = np.zeros_like(self.v)
+        starting = setup.average and self.offsets.size == 0
+        if starting:
             self.average_intercept = np.zeros_like(self.intercept)
-        if self.offsets.size and not np.may_share_memory(self.v, self.offsets):
+        if starting or (self.offsets.size and not np.may_share_memory(self.v, self.offsets)):
             # a weight and its offset side by side: the two writes of a step to a weight
             # fall in one cache line, and a step of an averaging fit reads one line less
             pairs = np.empty((self.v.size, 2))
-            pairs[:, 0], pairs[:, 1] = self.v, self.offsets
+            pairs[:, 0], pairs[:, 1] = self.v, 0.0 if starting else self.offsets
             self.v, self.offsets = pairs[:, 0], pairs[:, 1]
         if setup.learning_rate == "adaptive" and self.state[K.ETA] == 0:
             self.state[K.ETA] = setup.eta0

@@ -217,11 +217,8 @@ def summarize(records, args):
                 },
             }
             if "defaults" in runs[0]:
-                cell["defaults_accuracy"] = float(
-                    np.mean([r["defaults"]["accuracy"] for r in runs])
-                )
-                cell["defaults_epochs"] = float(np.mean([r["defaults"]["epochs"] for r in runs]))
-                cell["defaults_seconds"] = float(np.mean([r["defaults"]["seconds"] for r in runs]))
+                for name in ("accuracy", "epochs", "seconds"):
+                    cell[f"defaults_{name}"] = float(np.mean([r["defaults"][name] for r in runs]))
             summary.append(cell)
     return summary
 
