@@ -5,9 +5,10 @@ Each rank takes SGD steps on its own rows against its own copy ``v`` of the mode
 since they last agreed (the nonzeros of ``v - agreed``, found in one pass over the model,
 and every intercept's) through :func:`collectives.allreduce`, and every rank adds the mean
 of the changes, over the ranks that held rows in the period, to the agreed model
-(:func:`kernels.settle`), which then replaces its copy (:func:`kernels.adopt`). The L2
-shrink of a step is the scalar ``wscale``, which every rank applies alike, so the changes
-stay sparse: the union of the columns a rank's rows touched. With a period of one step
+(:func:`kernels.settle`), which then replaces its copy where they differ, at the weights
+this rank or the sum changed (:func:`kernels.adopt_listed`). The L2 shrink of a step is
+the scalar ``wscale``, which every rank applies alike, so the changes stay sparse: the
+union of the columns a rank's rows touched. With a period of one step
 this is mini-batch SGD over all ranks' rows. Where the plan expects the sum of a period's
 changes to be dense (the cost model's cheapest allreduce is the dense one), the changes
 are written dense into a buffer kept for the fit (:func:`kernels.changes_dense`), summed
@@ -81,15 +82,21 @@ class Exchange:
         self.flags = np.zeros(n_weights if self.listing else 0, np.bool_)
         self.touched = np.empty(0, np.int64)
         self.n_touched = 0
-        self.buffer = self._buffer(0)  # this rank's changes, written in place
+        # this rank's changes, written in place
+        self.buffer = np.empty(0, self.index_dtype), np.empty(0, setup.value_dtype)
         self.pending = None  # with overlap: (request, active ranks, own changes)
         self.calls = 0  # exchanges this epoch
         self.change_entries = self.sent_entries = 0  # this epoch's, of this rank
         self.dense_bytes = 0  # what a dense allreduce of the same vectors would send
         self.gamma, self.xi = [], []  # per exchange, with diagnostics
 
-    def _buffer(self, n):
-        return np.empty(n, self.index_dtype), np.empty(n, self.setup.value_dtype)
+    def _room(self, n):
+        """The buffer of this rank's changes, with room for ``n`` entries at least."""
+        idx, val = self.buffer
+        if idx.size < n:
+            n = max(n, idx.size + idx.size // 2)
+            self.buffer = np.empty(n, self.index_dtype), np.empty(n, self.setup.value_dtype)
+        return self.buffer
 
     def reserve(self, entries):
         """Room to list ``entries`` more touched weights (when listing)."""
@@ -131,25 +138,14 @@ class Exchange:
             np.copyto(w.intercept, w.agreed_intercept)
             return
         if self.listing:
-            n = self.n_touched
-        else:
-            n = K.count_changes(w.v, w.agreed)
-        need = n + setup.n_out
+            self._room(self.n_touched + setup.n_out)
         idx, val = self.buffer
-        if idx.size < need:
-            idx, val = self.buffer = self._buffer(max(need, idx.size + idx.size // 2))
-        n = K.changes(
-            w.v,
-            w.agreed,
-            w.intercept,
-            w.agreed_intercept,
-            self.flags,
-            self.touched,
-            self.n_touched,
-            n,
-            idx,
-            val,
-        )
+        n = K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, self.flags,
+                      self.touched, self.n_touched, idx, val)  # fmt: skip
+        if n > idx.size:  # (a pass over the model found more changes than before)
+            idx, val = self._room(n)
+            n = K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, self.flags,
+                          self.touched, self.n_touched, idx, val)  # fmt: skip
         mine = SparseVector(idx[:n], val[:n], setup.size, check=False)
         self.change_entries += mine.nnz
         sent = self.outgoing(mine)
@@ -164,12 +160,15 @@ class Exchange:
             return
         total = collectives.allreduce(sent, self.comm, **options)
         total = self._settle(total, 1.0 / active, _EMPTY)
-        if self.listing:  # the sum's indices are the others' changes
+        # the copy differs from the agreed model where this rank changed a weight (listed,
+        # or the weights of its changes, which come before the intercepts) or the sum did
+        if self.listing:
             K.adopt_listed(w.v, w.agreed, w.offsets, w.state, self.touched, self.n_touched,
                            total.indices)  # fmt: skip
             self.n_touched = 0
         elif total is not None:  # (else adopted as it was added)
-            K.adopt(w.v, w.agreed, w.offsets, w.state)
+            K.adopt_listed(w.v, w.agreed, w.offsets, w.state, mine.indices,
+                           mine.nnz - setup.n_out, total.indices)  # fmt: skip
         np.copyto(w.intercept, w.agreed_intercept)
 
     def _settle(self, total, scale, mine):

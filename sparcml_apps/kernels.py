@@ -355,27 +355,17 @@ def steps(
 
 
 @njit(cache=True, nogil=True)
-def count_changes(v, agreed):
-    """How many weights :func:`changes` finds in one pass over the model."""
-    n = 0
-    for j in range(v.size):
-        n += v[j] != agreed[j]
-    return n
-
-
-@njit(cache=True, nogil=True)
-def changes(
-    v, agreed, intercept, agreed_intercept, flags, touched, n_touched, n_changed, out_idx, out_val
-):
+def changes(v, agreed, intercept, agreed_intercept, flags, touched, n_touched, out_idx, out_val):
     """This rank's changes since the ranks last agreed, as a sparse vector: the weights
     where ``v - agreed`` is not zero, then every intercept's, at index ``v.size + c``.
 
     The weights come from the ``touched`` list (sorted there, flags cleared) when
-    ``flags`` is not empty, else from one pass over the model. ``n_changed`` bounds their
-    number (``n_touched``, or :func:`count_changes`); the output needs room for that and
-    the intercepts. Returns the entries written.
-    """
+    ``flags`` is not empty, else from one pass over the model. Returns the count of
+    entries, written if the output has room for them all (else a second call with that
+    room writes them: only a pass over the model can find more than it was given room
+    for, and it changes nothing)."""
     n_weights, n_out = v.size, intercept.size
+    room = out_idx.size - n_out
     n = 0
     count = n_touched if flags.size else n_weights
     if flags.size:
@@ -385,12 +375,14 @@ def changes(
         if flags.size:
             flags[j] = False
         if v[j] != agreed[j]:
-            out_idx[n] = j
-            out_val[n] = v[j] - agreed[j]
+            if n < room:
+                out_idx[n] = j
+                out_val[n] = v[j] - agreed[j]
             n += 1
-    for c in range(n_out):
-        out_idx[n + c] = n_weights + c
-        out_val[n + c] = intercept[c] - agreed_intercept[c]
+    if n <= room:
+        for c in range(n_out):
+            out_idx[n + c] = n_weights + c
+            out_val[n + c] = intercept[c] - agreed_intercept[c]
     return n + n_out
 
 

@@ -68,3 +68,82 @@ def test_accumulate_adds_at_offset():
     out = np.zeros(4)
     accumulate(np.array([10, 12, 12], np.uint32), np.array([1.0, 2.0, 3.0]), 10, out)
     np.testing.assert_array_equal(out, [1.0, 0.0, 5.0, 0.0])
+
+
+@st.composite
+def copies(draw):
+    """A rank's copy ``v`` of a model, the ``agreed`` model it differs from in places,
+    and the intercepts of both."""
+    size = draw(st.integers(1, 60))
+    agreed = np.array(draw(st.lists(st.integers(-9, 9), min_size=size, max_size=size)), float)
+    changed = np.array(draw(st.lists(st.booleans(), min_size=size, max_size=size)))
+    v = agreed + changed * np.array(
+        draw(st.lists(st.integers(1, 9), min_size=size, max_size=size)), float
+    )
+    n_out = draw(st.integers(1, 2))
+    return v, agreed, np.arange(1.0, n_out + 1), np.zeros(n_out)
+
+
+def expected_changes(v, agreed, intercept, agreed_intercept):
+    changed = np.flatnonzero(v != agreed)
+    idx = np.concatenate([changed, v.size + np.arange(intercept.size)])
+    val = np.concatenate([(v - agreed)[changed], intercept - agreed_intercept])
+    return idx, val.astype(np.float32)
+
+
+@settings(max_examples=100, deadline=None)
+@given(copies(), st.data())
+def test_changes_counts_them_and_writes_them_when_they_fit(model, data):
+    from sparcml_apps.kernels import changes
+
+    idx, val = expected_changes(*model)
+    room = data.draw(st.integers(0, idx.size + 2))
+    out_idx, out_val = np.full(room + 4, 999, np.uint32), np.full(room + 4, 99, np.float32)
+    no_flags, no_list = np.empty(0, np.bool_), np.empty(0, np.int64)
+    n = changes(*model, no_flags, no_list, 0, out_idx[:room], out_val[:room])
+    assert n == idx.size
+    written = n if n <= room else max(0, room - model[2].size)  # (weights that fit)
+    np.testing.assert_array_equal(out_idx[:written], idx[:written])
+    np.testing.assert_array_equal(out_val[:written], val[:written])
+    assert (out_idx[room:] == 999).all() and (out_val[room:] == 99).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(copies(), st.randoms(use_true_random=False))
+def test_changes_from_a_list_of_touched_weights(model, random):
+    from sparcml_apps.kernels import changes
+
+    v = model[0]
+    idx, val = expected_changes(*model)
+    # every changed weight listed once, some unchanged ones too, in no order
+    listed = [j for j in range(v.size) if v[j] != model[1][j] or random.random() < 0.3]
+    random.shuffle(listed)
+    touched = np.array(listed + [0] * 3, np.int64)  # room past the list
+    flags = np.zeros(v.size, np.bool_)
+    flags[listed] = True
+    room = len(listed) + model[2].size
+    out_idx, out_val = np.empty(room, np.uint32), np.empty(room, np.float32)
+    n = changes(*model, flags, touched, len(listed), out_idx, out_val)
+    np.testing.assert_array_equal(out_idx[:n], idx)
+    np.testing.assert_array_equal(out_val[:n], val)
+    assert not flags.any()
+
+
+@settings(max_examples=100, deadline=None)
+@given(copies(), st.data())
+def test_adopting_the_changed_and_summed_weights_is_adopting_all(model, data):
+    from sparcml_apps import kernels as K
+
+    v, agreed = model[0], model[1].copy()
+    own = np.flatnonzero(v != agreed).astype(np.uint32)
+    summed = np.array(sorted(data.draw(st.sets(st.integers(0, v.size + 1)))), np.uint32)
+    agreed[summed[summed < v.size]] += 0.5  # the sum added (intercepts at the end)
+    state = np.zeros(K.N_STATE)
+    state[K.AVERAGE_SUM] = 3.0
+    offsets = np.arange(v.size, dtype=float)
+    by_pass = v.copy(), offsets.copy()
+    K.adopt(by_pass[0], agreed, by_pass[1], state)
+    K.adopt_listed(v, agreed, offsets, state, own, own.size, summed)
+    np.testing.assert_array_equal(v, agreed)
+    np.testing.assert_array_equal(v, by_pass[0])
+    np.testing.assert_array_equal(offsets, by_pass[1])
