@@ -142,7 +142,7 @@ class Exchange:
         idx, val = self.buffer
         n = K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, self.flags,
                       self.touched, self.n_touched, idx, val)  # fmt: skip
-        if n > idx.size:  # (a pass over the model found more changes than before)
+        if n > idx.size:  # (a pass over the model found more than the buffer holds)
             idx, val = self._room(n)
             n = K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, self.flags,
                           self.touched, self.n_touched, idx, val)  # fmt: skip

@@ -361,9 +361,9 @@ def changes(v, agreed, intercept, agreed_intercept, flags, touched, n_touched, o
 
     The weights come from the ``touched`` list (sorted there, flags cleared) when
     ``flags`` is not empty, else from one pass over the model. Returns the count of
-    entries, written if the output has room for them all (else a second call with that
-    room writes them: only a pass over the model can find more than it was given room
-    for, and it changes nothing)."""
+    entries, written if the output has room for them all; else call again with that
+    room (only a pass over the model can find more than the room it was given, and that
+    pass writes nothing else)."""
     n_weights, n_out = v.size, intercept.size
     room = out_idx.size - n_out
     n = 0
