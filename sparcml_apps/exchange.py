@@ -137,15 +137,11 @@ class Exchange:
             self._settle(total, 1.0 / active, _EMPTY)
             np.copyto(w.intercept, w.agreed_intercept)
             return
-        if self.listing:
-            self._room(self.n_touched + setup.n_out)
-        idx, val = self.buffer
-        n = K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, self.flags,
-                      self.touched, self.n_touched, idx, val)  # fmt: skip
-        if n > idx.size:  # (a pass over the model found more than the buffer holds)
+        idx, val = self._room(self.n_touched + setup.n_out if self.listing else 0)
+        # (again, with more room, where a pass over the model found more than it holds)
+        while (n := K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, self.flags,
+                              self.touched, self.n_touched, idx, val)) > idx.size:  # fmt: skip
             idx, val = self._room(n)
-            n = K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, self.flags,
-                          self.touched, self.n_touched, idx, val)  # fmt: skip
         mine = SparseVector(idx[:n], val[:n], setup.size, check=False)
         self.change_entries += mine.nnz
         sent = self.outgoing(mine)
