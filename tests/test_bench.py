@@ -136,6 +136,11 @@ def test_scaling(tmp_path):
     found = json.loads((tmp_path / "scaling.json").read_text())
     runs = {(r["system"], r["nprocs"], r["seed"]): r for r in found["records"]}
     assert set(runs) == {(s, p, seed) for s, p in CELLS for seed in (0, 1)}
+    # in rounds: every cell's seed 0 before any seed 1
+    assert [r["seed"] for r in found["records"]] == [0] * len(CELLS) + [1] * len(CELLS)
+    for r in found["records"]:  # stolen CPU time: a share, the same for a run's systems
+        assert r["steal"] is None or 0 <= r["steal"] <= 1
+        assert r["steal"] == runs["sparcml", r["nprocs"], r["seed"]]["steal"]
     # the benchmark's one-rank curve is the in-process fit of the same rows, epoch by epoch
     X, y = make_url_like(10_000, 100_000, random_state=0, **GENERATORS["url-like-dense"])
     X, y, Xt, yt = X[:8_000], y[:8_000], X[8_000:], y[8_000:]
@@ -158,6 +163,8 @@ def test_scaling(tmp_path):
         reached = [next((p["seconds"] for p in c if p["accuracy"] >= target), None) for c in mine]
         expected = None if None in reached else pytest.approx(np.mean(reached))
         assert s["time_to_target"] == expected
+        median = None if None in reached else pytest.approx(np.median(reached))
+        assert s["median_time_to_target"] == median
         falls = [
             max(0, *(a["accuracy"] - b["accuracy"] for a, b in zip(c, c[1:], strict=False)))
             for c in mine
@@ -166,12 +173,28 @@ def test_scaling(tmp_path):
         defaults = [runs[system, nprocs, seed]["defaults"] for seed in (0, 1)]
         assert s["defaults_epochs"] == np.mean([d["epochs"] for d in defaults])
         assert s["defaults_seconds"] == pytest.approx(np.mean([d["seconds"] for d in defaults]))
+        steals = [runs[system, nprocs, seed]["steal"] for seed in (0, 1)]
+        assert s["steal"] == (None if None in steals else pytest.approx(np.mean(steals)))
     assert runs["sparcml", 2, 0]["local_steps"] >= 1
     assert (tmp_path / "scaling-url-like-dense-shm.png").stat().st_size > 10_000
     assert (tmp_path / "epochs-url-like-dense.png").stat().st_size > 10_000
 
 
 CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2)]
+
+
+def test_stolen_share():
+    from sparcml_apps.bench.scaling import cpu_times, stolen
+
+    assert stolen((10, 1_000), (40, 1_600)) == pytest.approx(30 / 600)
+    assert stolen(None, (40, 1_600)) is None and stolen((40, 1_600), (40, 1_600)) is None
+    now = cpu_times()
+    if now is None:
+        pytest.skip("no /proc/stat here")
+    with open("/proc/stat") as stat:
+        fields = [int(f) for f in stat.readline().split()[1:9]]
+    later = cpu_times()
+    assert now[0] <= fields[7] <= later[0] and now[1] <= sum(fields) <= later[1]
 
 
 @pytest.mark.bench  # 65 s; its parts: test_datasets_synthetic, test_memory, test_train_cli

@@ -5,16 +5,19 @@ of ranks P and network (shared memory, or emulated links of a rate: root only), 
 seed, ``SparseSGDClassifier`` with default options fits on P ranks, each holding a
 contiguous block of the training rows, for ``--epochs`` epochs, scored on the test rows
 after every epoch (off the clock). On one rank scikit-learn's ``SGDClassifier`` fits too,
-an epoch at a time. The target of a dataset is the mean accuracy one rank reaches after
-``--target-epochs`` epochs, less ``--target-gap``; a run's time to target is its training
-time up to the first epoch that reaches it, and a cell's is the mean over the seeds (it is
-"not reached" when a seed never reaches it). Every cell also reports the mean final
-accuracy and the mean over the seeds of the largest fall in test accuracy from one epoch
-to the next (how steady the curve is), and on shared memory a fit with every default
-(``max_iter``, ``tol``) for both systems: its accuracy, epochs and seconds. Writes JSON,
-a Markdown report and, for each dataset and network, a plot of test accuracy against time
-(one line a P) and one of test accuracy against the epoch (sparcml on each P, and
-scikit-learn).
+an epoch at a time. The runs go in rounds, a seed each, every cell of the round in turn,
+so that a slow spell of the machine falls on the cells alike rather than on one of them;
+every run records the share of the machine's CPU time its hypervisor gave to others
+meanwhile (``steal`` in ``/proc/stat``). The target of a dataset is the mean accuracy one
+rank reaches after ``--target-epochs`` epochs, less ``--target-gap``; a run's time to
+target is its training time up to the first epoch that reaches it, and a cell's is the
+mean over the seeds, with their median beside it (it is "not reached" when a seed never
+reaches it). Every cell also reports the mean final accuracy and the mean over the seeds
+of the largest fall in test accuracy from one epoch to the next (how steady the curve
+is), and on shared memory a fit with every default (``max_iter``, ``tol``) for both
+systems: its accuracy, epochs and seconds. Writes JSON, a Markdown report and, for each
+dataset and network, a plot of test accuracy against time (one line a P) and one of test
+accuracy against the epoch (sparcml on each P, and scikit-learn).
 """
 
 import json
@@ -106,23 +109,49 @@ def prepare(spec, folder, args):
     return name, stems, {**shape, "n_features": parts[0][0].shape[1]}
 
 
-def run_cell(stems, nprocs, network, args):
-    """The records of one cell, a system and seed each."""
+def run_cell(stems, nprocs, network, seed, args):
+    """The records of one cell's run of ``seed``, a system each, with the share of the
+    machine's CPU time the hypervisor took meanwhile (None where it is not known)."""
     options = [
         "--train", stems[0], "--test", stems[1], "--epochs", args.epochs, "--loss", args.loss,
-        "--seeds", *range(args.seeds),
+        "--seeds", seed,
     ]  # fmt: skip
     if network == "shm":
         options.append("--defaults")
         if nprocs == 1:
             options.append("--scikit-learn")
     rate = None if network == "shm" else network
+    before = cpu_times()
     done = netem.run_module(nprocs, RANKS_MODULE, options, rate=rate, timeout=7200)
+    steal = stolen(before, cpu_times())
     if done.returncode != 0:
         raise RuntimeError(
             f"the scaling benchmark failed on {nprocs} ranks ({network}):\n{done.stderr}"
         )
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return [{**record, "steal": steal} for record in records]
+
+
+def cpu_times():
+    """The machine's CPU time so far, summed over its CPUs, as ``/proc/stat`` counts it:
+    ``(stolen, all)`` in ticks (stolen: taken by the hypervisor for others while a CPU had
+    work), or None where there is no such file."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    ticks = [int(field) for field in fields[1:9]]  # user ... steal (the guests are in user)
+    return ticks[7], sum(ticks)
+
+
+def stolen(before, after):
+    """The share of the CPU time between two :func:`cpu_times` that was stolen."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def run(args):
@@ -135,11 +164,12 @@ def run(args):
         for spec in args.datasets:
             print(f"writing the rows of {spec} ...", flush=True)
             name, stems, shape = prepare(spec, folder, args)
-            for nprocs, network in grid:
-                for record in run_cell(stems, nprocs, network, args):
-                    record.update(dataset=name, network=network, **shape)
-                    records.append(record)
-                    print(_progress(record), flush=True)
+            for seed in range(args.seeds):
+                for nprocs, network in grid:
+                    for record in run_cell(stems, nprocs, network, seed, args):
+                        record.update(dataset=name, network=network, **shape)
+                        records.append(record)
+                        print(_progress(record), flush=True)
     summary = summarize(records, args)
     text = report(summary, args)
     print(f"\n{text}")
@@ -161,8 +191,13 @@ def _progress(record):
     return (
         f"{record['dataset']} P={record['nprocs']} {record['network']} {record['system']} "
         f"seed {record['seed']}: {last['epoch']} epochs, {last['seconds']:.2f} s, "
-        f"accuracy {last['accuracy']:.4f}"
+        f"accuracy {last['accuracy']:.4f}{_share(record.get('steal'), ', stolen ')}"
     )
+
+
+def _share(share, prefix=""):
+    """A share as a percentage after ``prefix``; nothing when it is not known."""
+    return "" if share is None else f"{prefix}{share * 100:.1f}%"
 
 
 def largest_fall(points):
@@ -196,6 +231,7 @@ def summarize(records, args):
                 "seeds": len(runs),
                 "target": target,
                 "time_to_target": None if None in times else float(np.mean(times)),
+                "median_time_to_target": None if None in times else float(np.median(times)),
                 "reached": sum(t is not None for t in times),
                 "final_accuracy": float(np.mean([r["points"][-1]["accuracy"] for r in runs])),
                 "largest_fall": float(np.mean([largest_fall(r["points"]) for r in runs])),
@@ -206,6 +242,7 @@ def summarize(records, args):
                     np.mean([[p["bytes_sent"] for p in r["points"]] for r in runs]) / 1e6
                 ),
                 "local_steps": runs[0].get("local_steps"),
+                "steal": _mean_known([r.get("steal") for r in runs]),
                 "curve": {
                     "epoch": epochs[0].tolist(),
                     "seconds": np.mean(
@@ -221,6 +258,11 @@ def summarize(records, args):
                     cell[f"defaults_{name}"] = float(np.mean([r["defaults"][name] for r in runs]))
             summary.append(cell)
     return summary
+
+
+def _mean_known(values):
+    """The mean of the values, or None when any is not known."""
+    return None if None in values else float(np.mean(values))
 
 
 def _find(summary, dataset, network, nprocs, system="sparcml"):
@@ -239,21 +281,28 @@ def report(summary, args):
     """The summary as Markdown: time to target against one rank, and the curves' steadiness
     and final accuracy against scikit-learn's."""
     lines = [
-        f"Means over {args.seeds} seeds; target: one rank's accuracy after "
+        f"Means over {args.seeds} seeds (run in rounds, a seed each, every cell in turn); "
+        f"target: one rank's accuracy after "
         f"{args.target_epochs} epochs less {args.target_gap * 100:g} points.",
         "",
-        "| dataset | network | P | system | time to target (s) | against 1 rank | s/epoch "
+        "| dataset | network | P | system | time to target (s): mean (median) "
+        "| against 1 rank: mean (median) | s/epoch "
         "| final accuracy | largest fall (points) | defaults: accuracy (epochs, s) "
-        "| MB sent a rank an epoch | local steps |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| MB sent a rank an epoch | local steps | CPU time stolen |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summary:
         one = _find(summary, s["dataset"], "shm", 1)
         time = s["time_to_target"]
-        shown = f"not reached ({s['reached']} of {s['seeds']})" if time is None else f"{time:.2f}"
+        shown = f"not reached ({s['reached']} of {s['seeds']})"
         ratio = ""
+        if time is not None:
+            shown = f"{time:.2f} ({s['median_time_to_target']:.2f})"
         if time is not None and one and one["time_to_target"]:
-            ratio = f"{time / one['time_to_target']:.2f}x"
+            ratio = (
+                f"{time / one['time_to_target']:.2f}x "
+                f"({s['median_time_to_target'] / one['median_time_to_target']:.2f}x)"
+            )
         defaults = ""
         if "defaults_accuracy" in s:
             defaults = (
@@ -264,11 +313,25 @@ def report(summary, args):
             f"| {s['dataset']} | {s['network']} | {s['nprocs']} | {s['system']} | {shown} "
             f"| {ratio} | {s['seconds_per_epoch']:.3f} | {s['final_accuracy']:.4f} "
             f"| {s['largest_fall'] * 100:.2f} | {defaults} | {s['mb_sent_per_epoch']:.2f} "
-            f"| {s['local_steps'] if s['local_steps'] is not None else ''} |"
+            f"| {s['local_steps'] if s['local_steps'] is not None else ''} "
+            f"| {_share(s['steal'])} |"
         )
     targets = dict.fromkeys((s["dataset"], s["target"]) for s in summary)
     lines.append("")
     lines += [f"target accuracy on {dataset}: {target:.4f}" for dataset, target in targets]
+    for s in summary:  # the most ranks against half as many, where both reached the target
+        half = _find(summary, s["dataset"], s["network"], s["nprocs"] // 2)
+        if s["nprocs"] > 2 and half and half["time_to_target"] and s["time_to_target"]:
+            lines.append(
+                f"{s['nprocs']} ranks against {half['nprocs']} on {s['dataset']} "
+                f"({s['network']}): {s['time_to_target'] / half['time_to_target']:.2f}x "
+                f"(medians {s['median_time_to_target'] / half['median_time_to_target']:.2f}x)"
+            )
+    lines += [
+        "",
+        "CPU time stolen: the share of the machine's CPU time its hypervisor gave to others "
+        "during a cell's runs (mean over the seeds).",
+    ]
     return "\n".join(lines)
 
 
