@@ -319,7 +319,7 @@ def report(summary, args):
     targets = dict.fromkeys((s["dataset"], s["target"]) for s in summary)
     lines.append("")
     lines += [f"target accuracy on {dataset}: {target:.4f}" for dataset, target in targets]
-    for s in summary:  # the most ranks against half as many, where both reached the target
+    for s in summary:  # P > 2 ranks against half as many, where both reached the target
         half = _find(summary, s["dataset"], s["network"], s["nprocs"] // 2)
         if s["nprocs"] > 2 and half and half["time_to_target"] and s["time_to_target"]:
             lines.append(
