@@ -19,6 +19,7 @@ from sparcml_apps.bench import BENCHMARKS
 from sparcml_apps.bench._peer_systems import SYSTEMS
 from sparcml_apps.cli.main import build_parser
 from sparcml_apps.datasets import GENERATORS, load_cache, make_url_like
+from sparcml_apps.jobs import row_blocks
 from sparcml_apps.train import estimator
 
 pytest.importorskip("matplotlib", reason="the plots need the bench extra")
@@ -140,7 +141,8 @@ def test_scaling(tmp_path):
     assert [r["seed"] for r in found["records"]] == [0] * len(CELLS) + [1] * len(CELLS)
     for r in found["records"]:  # stolen CPU time: a share, the same for a run's systems
         assert r["steal"] is None or 0 <= r["steal"] <= 1
-        assert r["steal"] == runs["sparcml", r["nprocs"], r["seed"]]["steal"]
+        run = "alone" if r["system"] == "alone" else "sparcml"
+        assert r["steal"] == runs[run, r["nprocs"], r["seed"]]["steal"]
     # the benchmark's one-rank curve is the in-process fit of the same rows, epoch by epoch
     X, y = make_url_like(10_000, 100_000, random_state=0, **GENERATORS["url-like-dense"])
     X, y, Xt, yt = X[:8_000], y[:8_000], X[8_000:], y[8_000:]
@@ -150,6 +152,18 @@ def test_scaling(tmp_path):
         assert runs["sparcml", 1, 1]["points"][epochs - 1]["accuracy"] == model.score(Xt, yt)
     model = SparseSGDClassifier(loss="log_loss", random_state=1).fit(X, y)
     assert runs["sparcml", 1, 1]["defaults"]["accuracy"] == model.score(Xt, yt)
+    # alone: each rank's model is the in-process fit of its block of rows alone
+    train, test = row_blocks(8_000, 2), row_blocks(2_000, 2)
+    for epochs in (1, 3):
+        correct = 0
+        for rank in (0, 1):
+            rows, rows_test = slice(*train[rank : rank + 2]), slice(*test[rank : rank + 2])
+            model = SparseSGDClassifier(loss="log_loss", max_iter=epochs, tol=None, random_state=0)
+            model.fit(X[rows], y[rows])
+            correct += np.sum(model.predict(Xt[rows_test]) == yt[rows_test])
+        assert runs["alone", 2, 0]["points"][epochs - 1]["accuracy"] == correct / 2_000
+    seconds = [p["seconds"] for p in runs["alone", 2, 0]["points"]]
+    assert 0 < seconds[0] and seconds == sorted(seconds) and "defaults" not in runs["alone", 2, 0]
     sklearn = SGDClassifier(loss="log_loss", random_state=np.random.RandomState(0))
     for point in runs["scikit-learn", 1, 0]["points"]:
         sklearn.partial_fit(X, y, classes=[-1.0, 1.0])
@@ -170,17 +184,19 @@ def test_scaling(tmp_path):
             for c in mine
         ]
         assert s["largest_fall"] == pytest.approx(np.mean(falls))
+        steals = [runs[system, nprocs, seed]["steal"] for seed in (0, 1)]
+        assert s["steal"] == (None if None in steals else pytest.approx(np.mean(steals)))
+        if system == "alone":
+            continue
         defaults = [runs[system, nprocs, seed]["defaults"] for seed in (0, 1)]
         assert s["defaults_epochs"] == np.mean([d["epochs"] for d in defaults])
         assert s["defaults_seconds"] == pytest.approx(np.mean([d["seconds"] for d in defaults]))
-        steals = [runs[system, nprocs, seed]["steal"] for seed in (0, 1)]
-        assert s["steal"] == (None if None in steals else pytest.approx(np.mean(steals)))
     assert runs["sparcml", 2, 0]["local_steps"] >= 1
     assert (tmp_path / "scaling-url-like-dense-shm.png").stat().st_size > 10_000
     assert (tmp_path / "epochs-url-like-dense.png").stat().st_size > 10_000
 
 
-CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2)]
+CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2), ("alone", 2)]
 
 
 def test_stolen_share():

@@ -85,6 +85,41 @@ def sparcml_curve(comm, train, test, seed, loss, epochs):
     }
 
 
+def alone_curve(comm, train, test, seed, loss, epochs):
+    """The points of every rank fitting its own rows alone: the slowest rank's training
+    seconds so far and the accuracy of the ranks' models (each on its own test rows)."""
+    points, clock = [], [0.0]
+
+    def score(model, record):
+        meet(comm)
+        clock[0] += _largest(comm, record["seconds"])
+        points.append(
+            {
+                "epoch": record["epoch"],
+                "seconds": clock[0],
+                "accuracy": accuracy(comm, model, *test),
+                "bytes_sent": 0,
+            }
+        )
+
+    model = SparseSGDClassifier(
+        loss=loss, max_iter=epochs, tol=None, random_state=seed, comm=MPI.COMM_SELF,
+        callback=score,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(*train)
+    return {"points": points}
+
+
+def meet(comm, nap=0.001):
+    """Wait for every rank of ``comm``, napping: a rank that is early leaves its core to
+    the ranks still working."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(nap)
+
+
 def sklearn_curve(train, test, seed, loss, epochs):
     """scikit-learn's points, one ``partial_fit`` an epoch (timed), scored between them."""
     model = SGDClassifier(loss=loss, random_state=np.random.RandomState(seed))
@@ -135,6 +170,7 @@ def main(argv=None):
     parser.add_argument("--loss", default="log_loss")
     parser.add_argument("--defaults", action="store_true", help="also fit with every default")
     parser.add_argument("--scikit-learn", action="store_true", help="(one rank) also sklearn")
+    parser.add_argument("--alone", action="store_true", help="every rank fits its rows alone")
     args = parser.parse_args(argv)
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -143,11 +179,14 @@ def main(argv=None):
     SparseSGDClassifier(loss=args.loss, max_iter=1, tol=None, comm=comm).fit(
         train[0][:256], train[1][:256]
     )
-    systems = ["sparcml"] + (["scikit-learn"] if args.scikit_learn and size == 1 else [])
+    systems = ["alone"] if args.alone else ["sparcml"]
+    systems += ["scikit-learn"] if args.scikit_learn and size == 1 else []
     for system in systems:
         for seed in args.seeds:
             if system == "sparcml":
                 record = sparcml_curve(comm, train, test, seed, args.loss, args.epochs)
+            elif system == "alone":
+                record = alone_curve(comm, train, test, seed, args.loss, args.epochs)
             else:
                 record = sklearn_curve(train, test, seed, args.loss, args.epochs)
             if args.defaults:

@@ -15,7 +15,10 @@ mean over the seeds, with their median beside it (it is "not reached" when a see
 reaches it). Every cell also reports the mean final accuracy and the mean over the seeds
 of the largest fall in test accuracy from one epoch to the next (how steady the curve
 is), and on shared memory a fit with every default (``max_iter``, ``tol``) for both
-systems: its accuracy, epochs and seconds. Writes JSON, a Markdown report and, for each
+systems: its accuracy, epochs and seconds. On shared memory, for every P > 1, a cell
+``alone`` runs the same steps with none of the exchanges (every rank fits its own rows
+alone), so that P ranks against half as many can be read against what the machine alone
+makes of twice the processes. Writes JSON, a Markdown report and, for each
 dataset and network, a plot of test accuracy against time (one line a P) and one of test
 accuracy against the epoch (sparcml on each P, and scikit-learn).
 """
@@ -109,14 +112,17 @@ def prepare(spec, folder, args):
     return name, stems, {**shape, "n_features": parts[0][0].shape[1]}
 
 
-def run_cell(stems, nprocs, network, seed, args):
+def run_cell(stems, nprocs, network, seed, args, alone=False):
     """The records of one cell's run of ``seed``, a system each, with the share of the
-    machine's CPU time the hypervisor took meanwhile (None where it is not known)."""
+    machine's CPU time the hypervisor took meanwhile (None where it is not known); with
+    ``alone``, of the ranks fitting their own rows alone."""
     options = [
         "--train", stems[0], "--test", stems[1], "--epochs", args.epochs, "--loss", args.loss,
         "--seeds", seed,
     ]  # fmt: skip
-    if network == "shm":
+    if alone:
+        options.append("--alone")
+    elif network == "shm":
         options.append("--defaults")
         if nprocs == 1:
             options.append("--scikit-learn")
@@ -157,6 +163,8 @@ def stolen(before, after):
 def run(args):
     apply_quick(args, QUICK)
     grid = cells(args)
+    runs = [(nprocs, network, False) for nprocs, network in grid]
+    runs += [(nprocs, network, True) for nprocs, network in grid if nprocs > 1 and network == "shm"]
     for spec in args.datasets:  # a dataset that cannot be read fails before any run
         _peer_data.check(spec)
     records = []
@@ -165,8 +173,8 @@ def run(args):
             print(f"writing the rows of {spec} ...", flush=True)
             name, stems, shape = prepare(spec, folder, args)
             for seed in range(args.seeds):
-                for nprocs, network in grid:
-                    for record in run_cell(stems, nprocs, network, seed, args):
+                for nprocs, network, alone in runs:
+                    for record in run_cell(stems, nprocs, network, seed, args, alone):
                         record.update(dataset=name, network=network, **shape)
                         records.append(record)
                         print(_progress(record), flush=True)
@@ -175,7 +183,7 @@ def run(args):
     print(f"\n{text}")
     write(args.out, "scaling", {"records": records, "summary": summary}, text)
     for dataset in dict.fromkeys(s["dataset"] for s in summary):
-        mine = [s for s in summary if s["dataset"] == dataset]
+        mine = [s for s in summary if s["dataset"] == dataset and s["system"] != "alone"]
         for network in dict.fromkeys(s["network"] for s in mine):
             lines = [s for s in mine if s["network"] in (network, "shm")]
             lines = [s for s in lines if s["network"] == network or s["nprocs"] == 1]
@@ -319,20 +327,33 @@ def report(summary, args):
     targets = dict.fromkeys((s["dataset"], s["target"]) for s in summary)
     lines.append("")
     lines += [f"target accuracy on {dataset}: {target:.4f}" for dataset, target in targets]
-    for s in summary:  # P > 2 ranks against half as many, where both reached the target
-        half = _find(summary, s["dataset"], s["network"], s["nprocs"] // 2)
-        if s["nprocs"] > 2 and half and half["time_to_target"] and s["time_to_target"]:
-            lines.append(
-                f"{s['nprocs']} ranks against {half['nprocs']} on {s['dataset']} "
-                f"({s['network']}): {s['time_to_target'] / half['time_to_target']:.2f}x "
-                f"(medians {s['median_time_to_target'] / half['median_time_to_target']:.2f}x)"
-            )
+    for s in summary:  # P > 2 ranks against half as many
+        half = _find(summary, s["dataset"], s["network"], s["nprocs"] // 2, s["system"])
+        if s["nprocs"] > 2 and half and s["system"] in ("sparcml", "alone"):
+            lines.append(_against_half(s, half))
     lines += [
         "",
+        "alone: every rank fits its own rows alone, the same steps as on P ranks with none "
+        "of the exchanges (the accuracy is that of the ranks' models, each on its own test "
+        "rows).",
         "CPU time stolen: the share of the machine's CPU time its hypervisor gave to others "
         "during a cell's runs (mean over the seeds).",
     ]
     return "\n".join(lines)
+
+
+def _against_half(s, half):
+    """A line of P ranks' cell ``s`` against ``half`` as many: time to target where both
+    reached it (sparcml), and seconds an epoch."""
+    alone = ", each rank alone" if s["system"] == "alone" else ""
+    where = f"{s['dataset']} ({s['network']}{alone})"
+    line = f"{s['nprocs']} ranks against {half['nprocs']} on {where}:"
+    if s["system"] == "sparcml" and half["time_to_target"] and s["time_to_target"]:
+        line += (
+            f" time to target {s['time_to_target'] / half['time_to_target']:.2f}x "
+            f"(medians {s['median_time_to_target'] / half['median_time_to_target']:.2f}x),"
+        )
+    return f"{line} seconds an epoch {s['seconds_per_epoch'] / half['seconds_per_epoch']:.2f}x"
 
 
 def _slug(text):
