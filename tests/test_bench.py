@@ -199,6 +199,33 @@ def test_scaling(tmp_path):
 CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2), ("alone", 2)]
 
 
+def test_scaling_report_sets_ranks_against_half_as_many():
+    from argparse import Namespace
+
+    from sparcml_apps.bench.scaling import report
+
+    def cell(nprocs, system, time, epoch):
+        return {
+            "dataset": "d", "network": "shm", "nprocs": nprocs, "system": system,
+            "seeds": 2, "target": 0.8, "time_to_target": time, "median_time_to_target": time,
+            "reached": 2 if time else 0, "final_accuracy": 0.9, "largest_fall": 0.0,
+            "seconds_per_epoch": epoch, "mb_sent_per_epoch": 0.0, "local_steps": None,
+            "steal": None,
+        }  # fmt: skip
+
+    summary = [
+        cell(1, "sparcml", 2.0, 1.0), cell(2, "sparcml", 1.0, 0.5), cell(4, "sparcml", 1.2, 0.6),
+        cell(2, "alone", None, 0.4), cell(4, "alone", None, 0.5),
+    ]  # fmt: skip
+    args = Namespace(seeds=2, target_epochs=3, target_gap=0.003)
+    lines = [line for line in report(summary, args).splitlines() if "against 2" in line]
+    assert lines == [
+        "4 ranks against 2 on d (shm): time to target 1.20x (medians 1.20x), "
+        "seconds an epoch 1.20x",
+        "4 ranks against 2 on d (shm, each rank alone): seconds an epoch 1.25x",
+    ]
+
+
 def test_stolen_share():
     from sparcml_apps.bench.scaling import cpu_times, stolen
 
