@@ -54,12 +54,16 @@ def accuracy(comm, model, X, y):
     return right / rows
 
 
-def sparcml_curve(comm, train, test, seed, loss, epochs):
+def sparcml_curve(comm, train, test, seed, loss, epochs, alone=False):
     """The points (training seconds so far, test accuracy) after every epoch, with the
-    traffic and the period the fit chose."""
+    traffic and the period the fit chose. With ``alone`` every rank fits its own rows on
+    ``COMM_SELF`` (the seconds are the slowest rank's, the accuracy that of the ranks'
+    models, each on its own test rows), and the points are all there is."""
     points, clock = [], [0.0]
 
     def score(model, record):
+        if alone:
+            meet(comm)
         clock[0] += _largest(comm, record["seconds"])
         points.append(
             {
@@ -71,11 +75,14 @@ def sparcml_curve(comm, train, test, seed, loss, epochs):
         )
 
     model = SparseSGDClassifier(
-        loss=loss, max_iter=epochs, tol=None, random_state=seed, comm=comm, callback=score
-    )
+        loss=loss, max_iter=epochs, tol=None, random_state=seed,
+        comm=MPI.COMM_SELF if alone else comm, callback=score,
+    )  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(*train)
+    if alone:
+        return {"points": points}
     last = model.comm_stats_[-1]
     return {
         "points": points,
@@ -85,36 +92,10 @@ def sparcml_curve(comm, train, test, seed, loss, epochs):
     }
 
 
-def alone_curve(comm, train, test, seed, loss, epochs):
-    """The points of every rank fitting its own rows alone: the slowest rank's training
-    seconds so far and the accuracy of the ranks' models (each on its own test rows)."""
-    points, clock = [], [0.0]
-
-    def score(model, record):
-        meet(comm)
-        clock[0] += _largest(comm, record["seconds"])
-        points.append(
-            {
-                "epoch": record["epoch"],
-                "seconds": clock[0],
-                "accuracy": accuracy(comm, model, *test),
-                "bytes_sent": 0,
-            }
-        )
-
-    model = SparseSGDClassifier(
-        loss=loss, max_iter=epochs, tol=None, random_state=seed, comm=MPI.COMM_SELF,
-        callback=score,
-    )  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(*train)
-    return {"points": points}
-
-
 def meet(comm, nap=0.001):
-    """Wait for every rank of ``comm``, napping: a rank that is early leaves its core to
-    the ranks still working."""
+    """Wait for every rank of ``comm``, napping from the start (not as
+    :func:`collectives.wait`, which first yields): a rank that is early leaves its core
+    idle, free for a rank still working."""
     request = comm.Ibarrier()
     while not request.Test():
         time.sleep(nap)
@@ -183,10 +164,9 @@ def main(argv=None):
     systems += ["scikit-learn"] if args.scikit_learn and size == 1 else []
     for system in systems:
         for seed in args.seeds:
-            if system == "sparcml":
-                record = sparcml_curve(comm, train, test, seed, args.loss, args.epochs)
-            elif system == "alone":
-                record = alone_curve(comm, train, test, seed, args.loss, args.epochs)
+            if system in ("sparcml", "alone"):
+                alone = system == "alone"
+                record = sparcml_curve(comm, train, test, seed, args.loss, args.epochs, alone)
             else:
                 record = sklearn_curve(train, test, seed, args.loss, args.epochs)
             if args.defaults:

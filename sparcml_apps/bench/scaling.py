@@ -329,7 +329,7 @@ def report(summary, args):
     lines += [f"target accuracy on {dataset}: {target:.4f}" for dataset, target in targets]
     for s in summary:  # P > 2 ranks against half as many
         half = _find(summary, s["dataset"], s["network"], s["nprocs"] // 2, s["system"])
-        if s["nprocs"] > 2 and half and s["system"] in ("sparcml", "alone"):
+        if s["nprocs"] > 2 and half:
             lines.append(_against_half(s, half))
     lines += [
         "",
