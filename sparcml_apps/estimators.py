@@ -36,6 +36,12 @@ from . import checkpoint, holdout, jobs, memory, training
 from . import kernels as K
 
 SPARSE_INTERCEPT_DECAY = 0.01  # as scikit-learn: sparse rows update the intercept less
+EARLY_STOPPING_ROWS = 10_000
+"""With ``early_stopping="auto"``, a fit of this many rows or more (all ranks together)
+holds ``validation_fraction`` of them out, at most this many, and stops on their score:
+the loss of the steps depends on the number of ranks (each rank's steps see its own rows
+only), the score of the model does not. Ten thousand rows tell a change of ``tol=1e-3``
+in accuracy from ten rows, and leave more rows to train on than a tenth of a large set."""
 RANK_OWN = {"comm", "n_jobs", "callback", "verbose", "random_state"}
 """Parameters that may differ between ranks (rank 0's ``random_state`` seeds them all)."""
 BOOL_IS_NOT_A_NUMBER = {
@@ -100,7 +106,7 @@ class _SparseSGD(BaseEstimator):
         "learning_rate": [StrOptions({"constant", "optimal", "invscaling", "adaptive"})],
         "eta0": [Interval(Real, 0, None, closed="left")],
         "power_t": [Interval(Real, None, None, closed="neither")],
-        "early_stopping": ["boolean"],
+        "early_stopping": ["boolean", StrOptions({"auto"})],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "warm_start": ["boolean"],
@@ -147,7 +153,7 @@ class _SparseSGD(BaseEstimator):
         learning_rate,
         eta0=0.01,
         power_t,
-        early_stopping=False,
+        early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=5,
         warm_start=False,
@@ -305,7 +311,7 @@ class _SparseSGD(BaseEstimator):
         """Fit here, on the ranks of ``comm``, on ``n_jobs`` worker processes, or on the
         workers of a Dask cluster when ``X`` is a Dask array."""
         self._check_parameters()
-        if method == "partial_fit" and self.early_stopping:
+        if method == "partial_fit" and self.early_stopping not in (False, "auto"):
             raise ValueError("early_stopping should be False with partial_fit")
         if method == "partial_fit" and self.checkpoint is not None:
             raise ValueError(
@@ -357,11 +363,9 @@ class _SparseSGD(BaseEstimator):
         except Exception as exc:  # noqa: BLE001 - every rank raises it, below
             error = exc
         collectives.check(error, comm)
-        validation = None
-        if self.early_stopping and not partial:
-            X, y_encoded, row_weight, validation = self._hold_out(
-                comm, X, y_encoded, row_weight, setup
-            )
+        held = None
+        if self._stops_early(comm, X, partial):
+            held = self._hold_out(comm, y_encoded, row_weight, setup)
         if self.callback is not None:
             setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype, comm=comm)
             setup.progress = getattr(self.callback, "steps", None)
@@ -386,7 +390,7 @@ class _SparseSGD(BaseEstimator):
                 comm,
                 max_epochs=1 if partial else self.max_iter,
                 check_convergence=not partial,
-                validation=validation,
+                held=held,
                 progress=progress,
                 checkpoints=checkpoints,
                 block_rows=memory.block_rows(X, setup.n_out * setup.n_features, comm),
@@ -577,24 +581,37 @@ class _SparseSGD(BaseEstimator):
             weights.intercept[:] = intercept
         return weights
 
-    def _hold_out(self, comm, X, y, row_weight, setup):
-        """Set ``validation_fraction`` of the rows aside for early stopping, the same rows
-        however many ranks hold them (:mod:`sparcml_apps.holdout`); stratified by class."""
+    def _stops_early(self, comm, X, partial):
+        """Whether this fit holds rows out and stops on their score: ``early_stopping``,
+        where ``"auto"`` means with :data:`EARLY_STOPPING_ROWS` rows or more on all the
+        ranks together (never for ``partial_fit``)."""
+        if partial or not self.early_stopping:
+            return False
+        if isinstance(self.early_stopping, str):  # "auto"
+            return comm.allreduce(X.shape[0]) >= EARLY_STOPPING_ROWS
+        return True
+
+    def _hold_out(self, comm, y, row_weight, setup):
+        """Which rows to set aside for early stopping: ``validation_fraction`` of them,
+        the same rows however many ranks hold them (:mod:`sparcml_apps.holdout`),
+        stratified by class; a mask of this rank's rows."""
         if not setup.classifier:
             strata, n_strata = np.zeros(y.size, np.int64), 1
         elif setup.multiclass:
             strata, n_strata = y.astype(np.int64), setup.n_out
         else:
             strata, n_strata = (y > 0).astype(np.int64), 2
-        held = holdout.held_out(strata, n_strata, self.validation_fraction, setup.seed, comm)
+        most = EARLY_STOPPING_ROWS if isinstance(self.early_stopping, str) else None  # "auto"
+        held = holdout.held_out(
+            strata, n_strata, self.validation_fraction, setup.seed, comm, most=most
+        )
         held_weight = np.array([row_weight[held].sum()])
         if collectives.allreduce(held_weight, comm, algorithm="dense")[0] == 0:
             raise ValueError(
                 "The sample weights for validation set are all zero, consider using a "
                 "different random state."
             )
-        validation = (X[held], y[held], row_weight[held])
-        return X[~held], y[~held], row_weight[~held], validation
+        return held
 
     def _detached(self):
         """A bare copy to send to other processes: the same parameters and state, with no
@@ -678,6 +695,14 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         As scikit-learn's (True: average every step's weights; n: from sample time n on),
         and ``"auto"``: from the second epoch of the first fit on. With several ranks the
         average is that of the ranks' own models (of the agreed one with TopK).
+    early_stopping : bool or "auto", default="auto"
+        As scikit-learn's (True: hold ``validation_fraction`` of the rows out and stop
+        once their score has not risen by ``tol`` for ``n_iter_no_change`` epochs; False:
+        stop on the training loss of the epochs' steps), and ``"auto"``: True for a fit of
+        10,000 rows or more (all ranks together), holding out at most 10,000 of them, else
+        False. The score is that of the model the fit returns (the average, once averaging
+        began), so P ranks stop where one rank would; the loss of the steps falls more
+        slowly on more ranks (each rank steps on its own rows). Never for ``partial_fit``.
     batch_size : int, default=1
         Rows per rank per step: a step applies the mean of their gradients. With 1 on one
         rank, it is scikit-learn's per-row SGD.
@@ -769,7 +794,7 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         learning_rate="optimal",
         eta0=0.01,
         power_t=0.5,
-        early_stopping=False,
+        early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=5,
         class_weight=None,
@@ -991,7 +1016,7 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
         learning_rate="invscaling",
         eta0=0.01,
         power_t=0.25,
-        early_stopping=False,
+        early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=5,
         warm_start=False,

@@ -1,4 +1,5 @@
-"""The rows early stopping holds out: the same rows however many ranks hold the data.
+"""The rows early stopping holds out, the same rows however many ranks hold the data, and
+their score.
 
 Rows are numbered across the ranks in rank order, and row ``g`` gets the key
 ``splitmix64(g + seed * 2**32)`` (distinct rows, distinct keys). Each stratum (a class,
@@ -13,6 +14,8 @@ import math
 import numpy as np
 
 import collectives
+
+from . import kernels
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -39,10 +42,11 @@ def _shares(counts, n_draws):
     return share
 
 
-def _held_counts(counts, fraction):
-    """Rows to hold out per stratum of ``counts`` rows: ``ceil(fraction * n)`` in all."""
+def _held_counts(counts, fraction, most=None):
+    """Rows to hold out per stratum of ``counts`` rows: ``ceil(fraction * n)`` in all, at
+    most ``most`` (None: no bound)."""
     total = int(counts.sum())
-    n_held = min(math.ceil(fraction * total), total)
+    n_held = min(math.ceil(fraction * total), total, total if most is None else most)
     return counts - _shares(counts, total - n_held) if total else counts
 
 
@@ -60,16 +64,17 @@ def _thresholds(keys, strata, wanted, comm):
     return low
 
 
-def held_out(strata, n_strata, fraction, seed, comm):
+def held_out(strata, n_strata, fraction, seed, comm, most=None):
     """Which of this rank's rows to hold out: a boolean mask.
 
     ``strata`` holds each row's stratum (``0 .. n_strata - 1``); ``seed`` is the same on
-    every rank. Raises ValueError (on every rank) when either set would be empty.
+    every rank; ``most``, if given, bounds the rows held out in all. Raises ValueError (on
+    every rank) when either set would be empty.
     """
     rows = comm.allgather(strata.size)
     keys = _keys(sum(rows[: comm.Get_rank()]), strata.size, seed)
     counts = _sums(np.bincount(strata, minlength=n_strata), comm).astype(np.int64)
-    held = _held_counts(counts, fraction)
+    held = _held_counts(counts, fraction, most)
     n_rows, n_held = int(counts.sum()), int(held.sum())
     if n_held == 0 or n_held == n_rows:
         raise ValueError(
@@ -80,3 +85,71 @@ def held_out(strata, n_strata, fraction, seed, comm):
         )
     threshold = _thresholds(keys, strata, held, comm)
     return (held[strata] > 0) & (keys <= threshold[strata])
+
+
+class HeldOut:
+    """The held-out rows of every rank of ``comm`` and their score (accuracy, or R^2) of
+    the model a fit would return: the average of the ranks' averages once averaging
+    began, else the current model, which every rank holds alike.
+
+    Only the weights of the columns some held-out row holds matter: once, the ranks agree
+    on these columns; every epoch, each rank takes its model's values there and, while
+    the ranks' averages differ, they sum them (one dense allreduce of those columns, not
+    of the model); each rank then scores its own rows and the ranks sum the counts.
+    """
+
+    def __init__(self, X, y, weight, setup, comm):
+        self.y, self.weight, self.setup, self.comm = y, weight, setup, comm
+        mine = np.unique(X.indices)
+        gathered = comm.allgather(mine) if comm.Get_size() > 1 else [mine]
+        columns = np.unique(np.concatenate(gathered)).astype(np.int64)
+        # this rank's rows over those columns only
+        self.X = X.__class__(
+            (X.data, np.searchsorted(columns, X.indices), X.indptr),
+            shape=(X.shape[0], columns.size),
+        )
+        n_out, n_features = setup.n_out, setup.n_features
+        self.entries = (np.arange(n_out)[:, None] * n_features + columns).ravel()
+
+    def sums(self, weights):
+        """This rank's sums for :func:`score` (every rank calls it between epochs):
+        [weighted correct, weight] for a classifier; [weighted squared error, weight,
+        weighted y, weighted y^2] for a regressor."""
+        setup, state = self.setup, weights.state
+        n = self.entries.size
+        model = np.empty(n + setup.n_out)
+        steps = state[kernels.AVERAGE_STEPS]
+        averaged = bool(setup.average) and steps > 0
+        if averaged:  # the summed weights are S * v - offsets
+            at = state[kernels.AVERAGE_SUM]
+            np.multiply(weights.v[self.entries], at / steps, out=model[:n])
+            model[:n] -= weights.offsets[self.entries] / steps
+            model[n:] = weights.average_intercept / steps
+        else:
+            np.multiply(weights.v[self.entries], state[kernels.WSCALE], out=model[:n])
+            model[n:] = weights.intercept
+        nprocs = self.comm.Get_size()
+        if averaged and nprocs > 1:  # each rank holds the average of its own steps
+            collectives.allreduce(model, self.comm, algorithm="dense", out=model)
+            model /= nprocs
+        coef = model[:n].reshape(setup.n_out, -1)
+        scores = np.asarray(self.X @ coef.T) + model[n:]
+        y, weight = self.y, self.weight
+        if setup.classifier:
+            if setup.multiclass:
+                correct = scores.argmax(axis=1) == y
+            else:
+                correct = np.where(scores[:, 0] > 0, 1.0, -1.0) == y
+            return [float(weight @ correct), float(weight.sum())]
+        error = scores[:, 0] - y
+        return [float(weight @ error**2), float(weight.sum()), float(weight @ y),
+                float(weight @ y**2)]  # fmt: skip
+
+
+def score(sums, setup):
+    """Accuracy, or R^2, from the global sums of :meth:`HeldOut.sums`."""
+    if setup.classifier:
+        return sums[0] / max(sums[1], 1e-300)
+    squared_error, total, first, second = sums
+    spread = second - first * first / max(total, 1e-300)
+    return 1.0 - squared_error / spread if spread > 0 else 0.0

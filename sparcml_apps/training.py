@@ -28,8 +28,8 @@ import collectives
 from collectives import Stats
 
 from . import exchange as E
+from . import holdout, memory
 from . import kernels as K
-from . import memory
 
 
 @dataclass
@@ -302,15 +302,16 @@ def _writable(array):
 class _Epochs:
     """The steps and exchanges of epochs on every rank of ``comm`` over this rank's rows."""
 
-    def __init__(self, X, y, row_weight, setup, weights, comm):
+    def __init__(self, X, y, row_weight, setup, weights, comm, n_rows):
         # labels and weights read-only (a memory map, Dask's buffers) would compile the
         # steps again for that type: they are small, so copy them
         self.X, self.y, self.row_weight = X, _writable(y), _writable(row_weight)
         self.indptr, self.indices = _unsigned(X.indptr), _unsigned(X.indices)
         self.setup, self.weights, self.comm = setup, weights, comm
+        self.n_rows = n_rows  # the rows of X the epochs step over
         nprocs = comm.Get_size()
         self.counts = np.empty(nprocs, np.int64)
-        rows = np.array([X.shape[0]], np.int64)
+        rows = np.array([n_rows], np.int64)
         collectives.wait(comm.Iallgather(rows, self.counts), comm)
         self.steps = int(-(-self.counts.max() // setup.batch_size))
         self.params = setup.params()
@@ -412,7 +413,7 @@ class _Epochs:
         if self.windows is not None:
             self.windows.close()
         if self.edges is not None and self.report is not None:
-            self.report(self.X.shape[0], self.X.shape[0])
+            self.report(self.n_rows, self.n_rows)
         self.windows = self.window_steps = self.edges = None
 
     def _reached(self, step):
@@ -420,8 +421,7 @@ class _Epochs:
         if self.windows is not None:
             self.windows.enter(int(np.searchsorted(self.window_steps, step, "right")) - 1)
         if self.report is not None:
-            rows = self.X.shape[0]
-            self.report(min(step * self.setup.batch_size, rows), rows)
+            self.report(min(step * self.setup.batch_size, self.n_rows), self.n_rows)
 
     def _kernel(self, order, first, stop, loss_sum):
         X, w, setup, exchange = self.X, self.weights, self.setup, self.exchange
@@ -479,14 +479,18 @@ def _global_sums(comm, values):
 
 def train(
     X, y, row_weight, setup, weights, comm, *, max_epochs, check_convergence=True,
-    validation=None, progress=None, checkpoints=None, block_rows=0,
+    held=None, progress=None, checkpoints=None, block_rows=0,
 ):  # fmt: skip
     """Run up to ``max_epochs`` epochs on every rank of ``comm``; the list of :class:`Epoch`.
 
     ``X`` is this rank's CSR rows, ``y`` their targets (+-1, the class index for
-    multiclass, or the value), ``row_weight`` their sample weights. ``validation`` is this
-    rank's held-out ``(X, y, weight)`` for early stopping, or None. Convergence (``tol``,
-    ``n_iter_no_change``, early stopping) is decided on global sums, so every rank stops
+    multiclass, or the value), ``row_weight`` their sample weights. ``held`` marks the rows
+    held out for early stopping (never stepped over; their score decides), or is None.
+
+    Convergence is decided on global sums, the same whatever the number of ranks: with
+    rows held out, on their score (accuracy or R^2) of the model the fit would return
+    now (the average, once averaging began); else on the loss of the epoch's steps summed
+    over every rank's rows, which must fall by ``tol`` times their weight. Every rank stops
     at the same epoch. A loss or model that is no longer finite raises ``ValueError``.
 
     ``progress`` (a :class:`Progress` from a checkpoint, with the ``weights`` saved beside
@@ -498,7 +502,12 @@ def train(
     many rows at a time (:func:`sparcml_apps.memory.epoch_order`).
     """
     rank = comm.Get_rank()
-    epochs = _Epochs(X, y, row_weight, setup, weights, comm)
+    validation = None
+    if held is not None:
+        validation = holdout.HeldOut(X[held], y[held], row_weight[held], setup, comm)
+        row_weight = np.where(held, 0.0, row_weight)  # the loss sums the training rows only
+    n_rows = X.shape[0] - (0 if held is None else int(np.count_nonzero(held)))
+    epochs = _Epochs(X, y, row_weight, setup, weights, comm, n_rows)
     progress = progress if progress is not None else Progress()
     history = [Epoch.from_dict(record) for record in progress.history]
     while progress.epochs < max_epochs and not progress.done:
@@ -512,6 +521,11 @@ def train(
             order, starts, blocks = memory.epoch_order(generator, X.shape[0], block_rows)
         else:
             order, starts, blocks = np.arange(X.shape[0]), None, None
+        if held is not None:  # the held rows leave the order, the windows where they were
+            kept = ~held[order]
+            if starts is not None:
+                starts = np.concatenate([[0], np.cumsum(kept)])[starts]
+            order = order[kept]
         windows = None if blocks is None else memory.Windows(X, block_rows, blocks)
         epochs.begin_epoch(windows, starts)
         pause = None
@@ -534,7 +548,7 @@ def train(
             )
         sums = [loss_sum, float(row_weight.sum()), weights.state[K.CLIPPED] - progress.clipped]
         if validation is not None:
-            sums += validation_sums(validation, weights, setup)
+            sums += validation.sums(weights)
         sums = _global_sums(comm, sums)
         exchange = epochs.exchange
         record = Epoch(
@@ -547,9 +561,7 @@ def train(
             local_steps=weights.period,
             stats=stats,
             dense_bytes=exchange.dense_bytes if exchange else 0,
-            validation_score=(
-                validation_score(sums[3:], setup) if validation is not None else None
-            ),
+            validation_score=(holdout.score(sums[3:], setup) if validation is not None else None),
             step_entries=exchange.change_entries if exchange else None,
             sent_entries=exchange.sent_entries if exchange else None,
             gamma=exchange.gamma if exchange and setup.diagnostics else None,
@@ -563,7 +575,7 @@ def train(
         if setup.callback is not None:
             setup.callback(record, weights)
         if check_convergence and setup.tol is not None:
-            _converge(progress, record, sums, epochs, weights, setup, validation is not None)
+            _converge(progress, record, sums, weights, setup, validation is not None)
         progress.epochs += 1
         progress.history.append(record.as_dict())
         if checkpoints is not None:
@@ -587,15 +599,12 @@ def _pause(checkpoints, weights, progress, epochs, stats, begin, comm):
     return pause
 
 
-def _converge(progress, record, sums, epochs, weights, setup, validating):
+def _converge(progress, record, sums, weights, setup, validating):
     """Count the epoch towards convergence; ``progress.done`` once the run has converged."""
     if validating:
         measure, tolerance = -record.validation_score, setup.tol
     else:
-        # an epoch on P ranks takes 1/P of the steps of one rank's epoch: the
-        # improvement asked of it is that of its steps
-        sequential = min(1.0, epochs.steps * setup.batch_size / max(record.rows, 1))
-        measure, tolerance = float(sums[0]), setup.tol * sums[1] * sequential
+        measure, tolerance = float(sums[0]), setup.tol * sums[1]
     progress.no_improvement = (
         progress.no_improvement + 1 if measure > progress.best - tolerance else 0
     )
@@ -638,27 +647,3 @@ def _describe(record):
     if record.gamma:
         line += f", largest gamma {max(record.gamma):.4f}, largest xi {max(record.xi):.4f}"
     return line
-
-
-def validation_sums(validation, weights, setup):
-    """This rank's sums for the validation score: [weighted correct, weight] for a
-    classifier; [weighted squared error, weight, weighted y, weighted y^2] for a regressor."""
-    X, y, weight = validation
-    scores = np.asarray(X @ weights.coef().T) + weights.intercept
-    if setup.classifier:
-        if setup.multiclass:
-            correct = scores.argmax(axis=1) == y
-        else:
-            correct = np.where(scores[:, 0] > 0, 1.0, -1.0) == y
-        return [float(weight @ correct), float(weight.sum())]
-    error = scores[:, 0] - y
-    return [float(weight @ error**2), float(weight.sum()), float(weight @ y), float(weight @ y**2)]
-
-
-def validation_score(sums, setup):
-    """Accuracy, or R^2, from the global validation sums."""
-    if setup.classifier:
-        return sums[0] / max(sums[1], 1e-300)
-    squared_error, total, first, second = sums
-    spread = second - first * first / max(total, 1e-300)
-    return 1.0 - squared_error / spread if spread > 0 else 0.0

@@ -9,7 +9,8 @@ estimator measures them, without the scoring). With ``--defaults`` it also fits 
 default (``max_iter`` and ``tol`` too) and scores the final model. On one rank, with
 ``--scikit-learn``, scikit-learn's ``SGDClassifier`` does the same: ``partial_fit`` an
 epoch at a time (each call shuffles anew, as the epochs of one fit do), timed, and a fit
-with its defaults. Rank 0 prints one JSON record a system and seed.
+with its defaults (``--no-curve``: only the fits with every default). Rank 0 prints one
+JSON record a system and seed.
 """
 
 import argparse
@@ -152,6 +153,7 @@ def main(argv=None):
     parser.add_argument("--defaults", action="store_true", help="also fit with every default")
     parser.add_argument("--scikit-learn", action="store_true", help="(one rank) also sklearn")
     parser.add_argument("--alone", action="store_true", help="every rank fits its rows alone")
+    parser.add_argument("--no-curve", action="store_true", help="only the default fits")
     args = parser.parse_args(argv)
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -164,7 +166,9 @@ def main(argv=None):
     systems += ["scikit-learn"] if args.scikit_learn and size == 1 else []
     for system in systems:
         for seed in args.seeds:
-            if system in ("sparcml", "alone"):
+            if args.no_curve:
+                record = {}
+            elif system in ("sparcml", "alone"):
                 alone = system == "alone"
                 record = sparcml_curve(comm, train, test, seed, args.loss, args.epochs, alone)
             else:

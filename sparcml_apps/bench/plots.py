@@ -209,6 +209,33 @@ def scaling(summary, path, title):
     _save(fig, path)
 
 
+def speedup(rows, path, title):
+    """Speedup over one rank against the ranks: the default fits, the fixed epochs and the
+    same epochs with every rank alone (rows of the many-core scaling mode); ideal dotted."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    ranks = [row["nprocs"] for row in rows]
+    lines = {
+        "default fit, hinge": "hinge_seconds",
+        "default fit, log_loss": "log_loss_seconds",
+        "fixed epochs": "sparcml_epochs_seconds",
+        "fixed epochs, each rank alone": "alone_epochs_seconds",
+    }
+    for label, key in lines.items():
+        one = rows[0][key]
+        points = [(row["nprocs"], one / row[key]) for row in rows if row.get(key)]
+        ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=label)
+    ax.plot(ranks, ranks, ":", color="black", linewidth=1, label="ideal")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("ranks")
+    ax.set_ylabel("speedup over one rank (mean seconds over seeds)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{title}: what each added rank buys", fontsize=10)
+    _save(fig, path)
+
+
 def epochs(summary, path, title):
     """Mean test accuracy after each epoch, one line a number of ranks and scikit-learn's."""
     plt = _pyplot()

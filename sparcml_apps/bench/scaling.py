@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from .. import netem
 from ..datasets import GENERATORS
-from . import _peer_data
+from . import _many_core, _peer_data
 from ._output import add_out_argument, apply_quick, draw, write
 from .train import add_cell_arguments, cells
 
@@ -86,6 +86,13 @@ def add_arguments(parser):
     )
     add_out_argument(parser)
     parser.add_argument("--quick", action="store_true", help="a small grid of a minute")
+    parser.add_argument(
+        "--many-core",
+        action="store_true",
+        help="one machine of many cores: P = 1, 2, 4, ... up to its cores, shared memory, "
+        "the fits with every default of both losses, --epochs fixed epochs and alone, the "
+        "allreduce at each P; the first of --datasets only (default there: url-like)",
+    )
 
 
 def prepare(spec, folder, args):
@@ -162,6 +169,8 @@ def stolen(before, after):
 
 def run(args):
     apply_quick(args, QUICK)
+    if args.many_core:
+        return _run_many_core(args)
     grid = cells(args)
     runs = [(nprocs, network, False) for nprocs, network in grid]
     runs += [(nprocs, network, True) for nprocs, network in grid if nprocs > 1 and network == "shm"]
@@ -192,6 +201,15 @@ def run(args):
         shm = [s for s in mine if s["network"] == "shm"]
         draw("epochs", shm, args.out / f"epochs-{_slug(dataset)}.png", dataset)
     return 0
+
+
+def _run_many_core(args):
+    spec = args.datasets[0] if args.datasets != list(GENERATORS) else "url-like"
+    _peer_data.check(spec)
+    with tempfile.TemporaryDirectory(prefix="sparcml-scaling-") as folder:
+        print(f"writing the rows of {spec} ...", flush=True)
+        name, stems, _ = prepare(spec, folder, args)
+        return _many_core.run(args, stems, name)
 
 
 def _progress(record):
