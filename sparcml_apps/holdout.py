@@ -100,13 +100,16 @@ class HeldOut:
 
     def __init__(self, X, y, weight, setup, comm):
         self.y, self.weight, self.setup, self.comm = y, weight, setup, comm
-        mine = np.unique(X.indices)
-        gathered = comm.allgather(mine) if comm.Get_size() > 1 else [mine]
-        columns = np.unique(np.concatenate(gathered)).astype(np.int64)
+        held = np.zeros(X.shape[1], np.bool_)
+        held[X.indices] = True
+        if comm.Get_size() > 1:
+            for columns in comm.allgather(np.flatnonzero(held)):
+                held[columns] = True
+        columns = np.flatnonzero(held)
         # this rank's rows over those columns only
+        position = np.cumsum(held) - 1
         self.X = X.__class__(
-            (X.data, np.searchsorted(columns, X.indices), X.indptr),
-            shape=(X.shape[0], columns.size),
+            (X.data, position[X.indices], X.indptr), shape=(X.shape[0], columns.size)
         )
         n_out, n_features = setup.n_out, setup.n_features
         self.entries = (np.arange(n_out)[:, None] * n_features + columns).ravel()
