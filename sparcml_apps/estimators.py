@@ -584,10 +584,12 @@ class _SparseSGD(BaseEstimator):
     def _stops_early(self, comm, X, partial):
         """Whether this fit holds rows out and stops on their score: ``early_stopping``,
         where ``"auto"`` means with :data:`EARLY_STOPPING_ROWS` rows or more on all the
-        ranks together (never for ``partial_fit``)."""
+        ranks together, and a ``tol`` to stop by (never for ``partial_fit``)."""
         if partial or not self.early_stopping:
             return False
         if isinstance(self.early_stopping, str):  # "auto"
+            if self.tol is None:  # no stopping: every row trains
+                return False
             return comm.allreduce(X.shape[0]) >= EARLY_STOPPING_ROWS
         return True
 
@@ -699,10 +701,11 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         As scikit-learn's (True: hold ``validation_fraction`` of the rows out and stop
         once their score has not risen by ``tol`` for ``n_iter_no_change`` epochs; False:
         stop on the training loss of the epochs' steps), and ``"auto"``: True for a fit of
-        10,000 rows or more (all ranks together), holding out at most 10,000 of them, else
-        False. The score is that of the model the fit returns (the average, once averaging
-        began), so P ranks stop where one rank would; the loss of the steps falls more
-        slowly on more ranks (each rank steps on its own rows). Never for ``partial_fit``.
+        10,000 rows or more (all ranks together) with a ``tol``, holding out at most
+        10,000 of them, else False. The score is that of the model the fit returns (the
+        average, once averaging began), so P ranks stop where one rank would; the loss of
+        the steps falls more slowly on more ranks (each rank steps on its own rows). Never
+        for ``partial_fit``.
     batch_size : int, default=1
         Rows per rank per step: a step applies the mean of their gradients. With 1 on one
         rank, it is scikit-learn's per-row SGD.
