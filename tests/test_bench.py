@@ -46,7 +46,7 @@ def records(out, name):
 def test_every_benchmark_is_tested_here():
     tested = {
         "allreduce", "train", "throughput", "overlap", "projection", "diagnostics", "jobs",
-        "peers", "scaling", "fullsize",
+        "peers", "scaling", "fullsize", "stopping",
     }  # fmt: skip
     assert set(BENCHMARKS) == tested | {"parse", "calibrate"}  # those two: below and apart
 
@@ -197,6 +197,37 @@ def test_scaling(tmp_path):
 
 
 CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2), ("alone", 2)]
+
+
+def test_stopping(tmp_path):
+    quick("stopping", tmp_path, "--datasets", "url-like-flat", "--losses", "log_loss")
+    found = records(tmp_path, "stopping")
+    runs = {(r["system"], r["nprocs"], r["seed"]): r["defaults"] for r in found["records"]}
+    assert set(runs) == {(s, p, seed) for s, p in CELLS[:3] for seed in (0, 1)}
+    # one rank's fit and scikit-learn's are those of the same rows in this process
+    options = {**GENERATORS["url-like-flat"], "n_features": 100_000}  # --quick's
+    X, y = make_url_like(20_000, random_state=0, **options)
+    X, y, Xt, yt = X[:16_000], y[:16_000], X[16_000:], y[16_000:]
+    for seed in (0, 1):
+        ours = SparseSGDClassifier(loss="log_loss", random_state=seed).fit(X, y)
+        assert runs["sparcml", 1, seed]["epochs"] == ours.n_iter_
+        assert runs["sparcml", 1, seed]["accuracy"] == ours.score(Xt, yt)
+        theirs = SGDClassifier(loss="log_loss", random_state=seed).fit(X, y)
+        assert runs["scikit-learn", 1, seed]["epochs"] == theirs.n_iter_
+        assert runs["scikit-learn", 1, seed]["accuracy"] == theirs.score(Xt, yt)
+    summary = {(s["system"], s["nprocs"]): s for s in found["summary"]}
+    for (system, nprocs), s in summary.items():
+        mine = [runs[system, nprocs, seed] for seed in (0, 1)]
+        assert s["epochs"] == np.mean([r["epochs"] for r in mine])
+        assert (s["epochs_min"], s["epochs_max"]) == (
+            min(r["epochs"] for r in mine), max(r["epochs"] for r in mine))  # fmt: skip
+        assert s["accuracy"] == pytest.approx(np.mean([r["accuracy"] for r in mine]))
+    more = [
+        runs["sparcml", 2, seed]["epochs"] - runs["sparcml", 1, seed]["epochs"] for seed in (0, 1)
+    ]
+    assert summary["sparcml", 2]["more_epochs"] == np.mean(more)
+    assert summary["sparcml", 2]["most_more_epochs"] == max(more)
+    assert "more_epochs" not in summary["scikit-learn", 1]
 
 
 def test_scaling_report_sets_ranks_against_half_as_many():

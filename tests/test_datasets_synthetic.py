@@ -95,6 +95,22 @@ def test_dense_model_steeper_power_law_and_noise():
     assert 0.6 < accuracy < 0.8
 
 
+def test_flat_power_law_dense_model_and_noise():
+    X, y = make_url_like(60_000, random_state=1, **GENERATORS["url-like-flat"])
+    assert X.shape[1] == 200_000 and 55 < X.nnz / X.shape[0] < 65
+    # a flatter power law than url's: nearly every column is in some row
+    assert np.unique(X.indices).size > 0.98 * X.shape[1]
+    rows_with = np.bincount(X.indices, minlength=X.shape[1]) / X.shape[0]
+    ranks = np.arange(100, 20_000)
+    slope = np.polyfit(np.log(ranks + 1), np.log(rows_with[ranks]), 1)[0]
+    assert -0.9 < slope < -0.7
+    assert 0.30 < np.mean(y == 1) < 0.42
+    train, test = slice(0, 50_000), slice(50_000, None)
+    model = SGDClassifier(loss="log_loss", max_iter=5, tol=None, random_state=0)
+    accuracy = model.fit(X[train], y[train]).score(X[test], y[test])
+    assert 0.6 < accuracy < 0.75
+
+
 def test_dense_model_weighs_rare_columns():
     # the same rows, labelled by the sparse and by the dense model, differ in many labels
     _, sparse = make_url_like(5000, n_features=50_000, random_state=3, label_noise=0.0)
@@ -120,12 +136,12 @@ def test_written_file_reads_back_as_the_matrix_bit_for_bit(tmp_path, name, monke
     from sparcml_apps.datasets import _url_like_file, load_svmlight, write_url_like
 
     monkeypatch.setattr(_url_like_file, "BLOCK_ROWS", 1000)  # many blocks, a partial last one
-    options = dict(random_state=7, **GENERATORS[name])
-    X, y = make_url_like(5500, 40_000, 30, **options)
+    options = {**GENERATORS[name], "n_features": 40_000, "nnz_per_row": 30, "random_state": 7}
+    X, y = make_url_like(5500, **options)
     seen = []
     written = write_url_like(
-        tmp_path / "train.svm", 5500, 40_000, 30, test_path=tmp_path / "test.svm",
-        test_rows=1200, progress=lambda *args: seen.append(args), **options,
+        tmp_path / "train.svm", 5500, test_path=tmp_path / "test.svm", test_rows=1200,
+        progress=lambda *args: seen.append(args), **options,
     )  # fmt: skip
     assert written == [tmp_path / "train.svm", tmp_path / "test.svm"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test.svm", "train.svm"]

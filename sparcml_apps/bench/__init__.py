@@ -15,5 +15,6 @@ BENCHMARKS = {
     "jobs": "sparcml_apps.bench.jobs",
     "peers": "sparcml_apps.bench.peers",
     "scaling": "sparcml_apps.bench.scaling",
+    "stopping": "sparcml_apps.bench.stopping",
     "fullsize": "sparcml_apps.bench.fullsize",
 }

@@ -64,7 +64,9 @@ def add_arguments(parser):
         help="rows a generator makes, the last fifth for testing (default: 400000)",
     )
     parser.add_argument(
-        "--features", type=int, default=3_231_961, help="a generator's columns (default: 3231961)"
+        "--features",
+        type=int,
+        help="a generator's columns (default: its own; url-like's 3231961)",
     )
     add_cell_arguments(parser)
     parser.add_argument("--seeds", type=int, default=5, help="seeds a cell (default: 5)")
@@ -101,7 +103,8 @@ def prepare(spec, folder, args):
     if spec in GENERATORS:
         from ..datasets import make_url_like
 
-        X, y = make_url_like(args.rows, args.features, random_state=0, **GENERATORS[spec])
+        shape = {} if args.features is None else {"n_features": args.features}
+        X, y = make_url_like(args.rows, random_state=0, **{**GENERATORS[spec], **shape})
         cut = X.shape[0] - X.shape[0] // 5
         name, parts = spec, ((X[:cut], y[:cut]), (X[cut:], y[cut:]))
     else:

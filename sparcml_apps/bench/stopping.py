@@ -1,0 +1,162 @@
+"""Where fits with every default stop on P ranks: the epochs and accuracy of 1, 2, 4, 8 ranks.
+
+For every dataset (the synthetic generators, and LIBSVM files ``TRAIN[,TEST]``), loss
+(hinge and log_loss), number of ranks P of ``--ranks`` and seed, ``SparseSGDClassifier``
+with every default (``max_iter``, ``tol``, ``early_stopping`` included) fits on P ranks,
+each holding a contiguous block of the training rows, and is scored on the test rows; on
+one rank scikit-learn's ``SGDClassifier`` fits with its defaults too. The epochs a fit
+runs do not depend on the cores, so P may exceed them (the ranks then take turns: the
+seconds are recorded but not reported). Writes JSON and a Markdown table: for every
+dataset, loss and P, the mean epochs (and their range over the seeds), the mean test
+accuracy, and against one rank the mean difference in epochs, the largest of a seed, and
+the difference in accuracy; scikit-learn's beside.
+"""
+
+import json
+import tempfile
+
+import numpy as np
+
+from .. import _mpiexec
+from ..datasets import GENERATORS
+from . import _peer_data
+from ._many_core import cores
+from ._output import add_out_argument, apply_quick, write
+from .scaling import RANKS_MODULE, prepare
+
+LOSSES = ("hinge", "log_loss")
+QUICK = {"rows": 20_000, "features": 100_000, "ranks": [1, 2], "seeds": 2}
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=list(GENERATORS),
+        metavar="DATASET",
+        help=f"generators ({', '.join(GENERATORS)}) or LIBSVM files TRAIN[,TEST] (without "
+        "TEST the last fifth is held out) (default: every generator)",
+    )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=400_000,
+        help="rows a generator makes, the last fifth for testing (default: 400000)",
+    )
+    parser.add_argument(
+        "--features",
+        type=int,
+        help="a generator's columns (default: its own; url-like's 3231961)",
+    )
+    parser.add_argument(
+        "--ranks", type=int, nargs="+", default=[1, 2, 4, 8], help="P (default: 1 2 4 8)"
+    )
+    parser.add_argument("--seeds", type=int, default=3, help="seeds a cell (default: 3)")
+    parser.add_argument(
+        "--losses", nargs="+", default=list(LOSSES), choices=LOSSES, help="(default: both)"
+    )
+    add_out_argument(parser)
+    parser.add_argument("--quick", action="store_true", help="a small grid of a minute")
+
+
+def fits(stems, nprocs, loss, seeds):
+    """The default fits of ``loss`` on ``nprocs`` ranks, a record a seed (and system)."""
+    options = ["--train", stems[0], "--test", stems[1], "--epochs", 1, "--loss", loss,
+               "--seeds", *range(seeds), "--defaults", "--no-curve"]  # fmt: skip
+    if nprocs == 1:
+        options.append("--scikit-learn")
+    done = _mpiexec.run_module(nprocs, RANKS_MODULE, [str(o) for o in options], timeout=7200)
+    if done.returncode != 0:
+        raise RuntimeError(f"the default fits failed on {nprocs} ranks:\n{done.stderr}")
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def run(args):
+    apply_quick(args, QUICK)
+    if 1 not in args.ranks:
+        args.ranks = [1, *args.ranks]
+    for spec in args.datasets:  # a dataset that cannot be read fails before any run
+        _peer_data.check(spec)
+    records = []
+    with tempfile.TemporaryDirectory(prefix="sparcml-stopping-") as folder:
+        for spec in args.datasets:
+            print(f"writing the rows of {spec} ...", flush=True)
+            name, stems, _ = prepare(spec, folder, args)
+            for loss in args.losses:
+                for nprocs in sorted(args.ranks):
+                    for record in fits(stems, nprocs, loss, args.seeds):
+                        record["dataset"] = name
+                        records.append(record)
+                        done = record["defaults"]
+                        print(f"{name} {loss} P={nprocs} {record['system']} seed "
+                              f"{record['seed']}: {done['epochs']} epochs, accuracy "
+                              f"{done['accuracy']:.4f}", flush=True)  # fmt: skip
+    summary = summarize(records)
+    text = report(summary, args.seeds, cores())
+    print(f"\n{text}")
+    write(args.out, "stopping", {"records": records, "summary": summary}, text)
+    return 0
+
+
+def summarize(records):
+    """One row a dataset, loss, system and P: epochs and accuracy over the seeds, and
+    sparcml's against one rank of the same seeds."""
+    rows = []
+    keys = dict.fromkeys((r["dataset"], r["loss"], r["system"], r["nprocs"]) for r in records)
+    for dataset, loss, system, nprocs in keys:
+        runs = sorted(
+            (r for r in records
+             if (r["dataset"], r["loss"], r["system"], r["nprocs"]) == (dataset, loss, system,
+                                                                        nprocs)),
+            key=lambda r: r["seed"],
+        )  # fmt: skip
+        one = {
+            r["seed"]: r["defaults"]
+            for r in records
+            if (r["dataset"], r["loss"], r["system"], r["nprocs"]) == (dataset, loss, "sparcml", 1)
+        }
+        epochs = np.array([r["defaults"]["epochs"] for r in runs])
+        seconds = float(np.mean([r["defaults"]["seconds"] for r in runs]))
+        accuracy = np.array([r["defaults"]["accuracy"] for r in runs])
+        row = {
+            "dataset": dataset, "loss": loss, "system": system, "nprocs": nprocs,
+            "seeds": len(runs), "epochs": float(epochs.mean()), "epochs_min": int(epochs.min()),
+            "epochs_max": int(epochs.max()), "accuracy": float(accuracy.mean()),
+            "seconds": seconds,
+        }  # fmt: skip
+        if system == "sparcml" and all(r["seed"] in one for r in runs):
+            more = epochs - np.array([one[r["seed"]]["epochs"] for r in runs])
+            row["more_epochs"] = float(more.mean())
+            row["most_more_epochs"] = int(more.max())
+            row["accuracy_gap"] = float(
+                accuracy.mean() - np.mean([one[r["seed"]]["accuracy"] for r in runs])
+            )
+        rows.append(row)
+    return rows
+
+
+def report(rows, seeds, n_cores):
+    """The rows as one Markdown table; seconds where the ranks had a core each."""
+    lines = [
+        f"Fits with every default; means over {seeds} seeds, on {n_cores} cores (seconds "
+        "only where every rank had a core). Against one rank: epochs more than one rank's "
+        "fit of the same seed (mean; the most of a seed) and accuracy (points).",
+        "",
+        "| dataset | loss | system | P | epochs (range) | accuracy | seconds "
+        "| against 1 rank: epochs | accuracy |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        against = ["", ""]
+        if "more_epochs" in row and row["nprocs"] > 1:
+            against = [
+                f"{row['more_epochs']:+.1f} ({row['most_more_epochs']:+d})",
+                f"{row['accuracy_gap'] * 100:+.2f}",
+            ]
+        seconds = f"{row['seconds']:.2f}" if row["nprocs"] <= n_cores else ""
+        lines.append(
+            f"| {row['dataset']} | {row['loss']} | {row['system']} | {row['nprocs']} "
+            f"| {row['epochs']:.1f} ({row['epochs_min']}-{row['epochs_max']}) "
+            f"| {row['accuracy']:.4f} | {seconds} | {against[0]} | {against[1]} |"
+        )
+    return "\n".join(lines)
