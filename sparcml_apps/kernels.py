@@ -248,6 +248,7 @@ def steps(
     offsets,
     average_intercept,
     agreed,
+    residual,
     flags,
     touched,
     n_touched,
@@ -257,12 +258,16 @@ def steps(
     """Steps ``first`` to ``stop - 1`` of an epoch over this rank's rows ``order``; the
     summed (weighted) loss of the epoch's rows so far (``loss_sum`` before them, so that
     the sum is the same however the epoch's steps are split), the count of weights listed
-    in ``touched``, and the step it stopped before: ``stop``, or earlier where ``wscale``
-    must first be folded into the weights (:func:`renormalize`).
+    in ``touched``, the step it stopped before: ``stop``, or earlier where ``wscale`` must
+    first be folded into the weights (:func:`renormalize`), and whether a step shrank the
+    weights to zero.
 
     Step ``s`` takes the rows ``order[s * batch : (s + 1) * batch]`` (none once they run
     out): the mean of their gradients at the rate of the current sample time, after the L2
-    shrink of one step, ``wscale *= 1 - eta * l2``; the sample time then advances by one.
+    shrink of one step, ``wscale *= max(0, 1 - eta * l2)``; the sample time then advances
+    by one. A shrink to zero (``eta * l2 >= 1``) makes every weight zero before the step's
+    changes: the model, the agreed model and the ``residual`` fold the zero scale in (the
+    caller zeroes the weights of changes in flight).
     With ``agreed`` empty the steps change the model itself (L1 per weight through
     :func:`change_weight`); otherwise this rank's copy ``v`` (plain updates: the ranks book
     L1 when they exchange, :func:`settle`). Once averaging began, each change ``d`` of
@@ -276,12 +281,14 @@ def steps(
     decay = params[INTERCEPT_DECAY] if params[FIT_INTERCEPT] > 0 else 0.0
     alone = agreed.size == 0
     listing = flags.size > 0
+    zeroed = False
     for s in range(first, stop):
         if state[WSCALE] < RENORMALIZE_BELOW:
-            return loss_sum, n_touched, s
+            return loss_sum, n_touched, s, zeroed
+        eta = rate(params, state)
+        shrink = max(0.0, 1.0 - eta * params[L2])
         lo = min(s * batch, order.size)
         rows = order[lo : min(lo + batch, order.size)]
-        eta = rate(params, state)
         if rows.size > 0:
             loss_sum += batch_coefs(
                 indptr,
@@ -299,7 +306,10 @@ def steps(
                 eta / rows.size,
                 coefs,
             )
-        state[WSCALE] *= max(0.0, 1.0 - eta * params[L2])
+        state[WSCALE] *= shrink
+        if shrink == 0.0:  # every weight is zero now
+            renormalize(state, v, agreed, residual, offsets)
+            zeroed = True
         if (
             params[AVERAGE_START] > 0
             and state[AVERAGE_SUM] < 0
@@ -351,7 +361,7 @@ def steps(
             for c in range(n_out):
                 average_intercept[c] += intercept[c]
         state[T] += 1.0
-    return loss_sum, n_touched, stop
+    return loss_sum, n_touched, stop, zeroed
 
 
 @njit(cache=True, nogil=True)

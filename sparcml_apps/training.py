@@ -2,8 +2,9 @@
 
 Each rank takes SGD steps on its own rows, ``batch_size`` rows a step: the mean of their
 gradients at the learning rate of the current sample time ``t`` (steps taken so far),
-after the L2 shrink of one step, ``w = wscale * v`` with ``wscale *= 1 - eta * l2``; with
-one row a step it is scikit-learn's per-row SGD. Every ``local_steps`` steps the ranks
+after the L2 shrink of one step, ``w = wscale * v`` with ``wscale *= max(0, 1 - eta * l2)``
+(a step with ``eta * l2 >= 1`` starts from zero weights); with one row a step it is
+scikit-learn's per-row SGD. Every ``local_steps`` steps the ranks
 average their changes to the model since they last agreed (:mod:`sparcml_apps.exchange`),
 so all ranks hold the same model, bit for bit, after every exchange; an epoch ends with
 one. Every rank advances ``t`` and ``wscale`` alike, whether it had rows in a step or not,
@@ -425,7 +426,7 @@ class _Epochs:
 
     def _kernel(self, order, first, stop, loss_sum):
         X, w, setup, exchange = self.X, self.weights, self.setup, self.exchange
-        loss_sum, n_touched, done = K.steps(
+        loss_sum, n_touched, done, zeroed = K.steps(
             self.indptr,
             self.indices,
             X.data,
@@ -445,6 +446,7 @@ class _Epochs:
             w.offsets,
             w.average_intercept,
             w.agreed,
+            w.residual if w.residual is not None else _NONE,
             exchange.flags if exchange else _FLAGS,
             exchange.touched if exchange else _TOUCHED,
             exchange.n_touched if exchange else 0,
@@ -453,6 +455,8 @@ class _Epochs:
         )
         if exchange:
             exchange.n_touched = n_touched
+            if zeroed:
+                exchange.zero_in_flight()
         return loss_sum, done
 
     def _renormalize(self):

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file, make_classification, make_regression
+from sklearn.datasets import load_iris, load_svmlight_file, make_classification, make_regression
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 from sklearn.model_selection import StratifiedShuffleSplit
 from sklearn.utils._param_validation import InvalidParameterError
@@ -235,3 +235,31 @@ def test_true_is_not_taken_for_one(param):
     X, y = make_classification(n_samples=50, n_features=5, random_state=0)
     with pytest.raises(InvalidParameterError, match=f"The '{param}' parameter .* not a bool"):
         SparseSGDClassifier(compression="topk", **{param: True}).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    ("loss", "alpha", "learning_rate", "penalty"),
+    [
+        ("hinge", 1.0, "optimal", "l2"),
+        ("log_loss", 3.0, "optimal", "elasticnet"),
+        ("hinge", 20.0, "invscaling", "l2"),
+        ("hinge", 1e5, "constant", "l2"),
+        ("hinge", 1e5, "constant", "elasticnet"),
+    ],
+)
+def test_a_step_that_shrinks_the_weights_to_zero_is_scikit_learns(
+    loss, alpha, learning_rate, penalty
+):
+    # eta * alpha >= 1: scikit-learn clamps the step's L2 shrink at zero (the weights
+    # restart from zero); rows in order, one a step: the same arithmetic
+    X, y = load_iris(return_X_y=True)
+    options = dict(
+        loss=loss, alpha=alpha, learning_rate=learning_rate, eta0=0.1, penalty=penalty,
+        shuffle=False, tol=None, max_iter=6, average=False,
+    )  # fmt: skip
+    for labels in (y, y == 1):
+        with np.errstate(all="raise"):  # nothing divides by zero, nothing overflows
+            ours = SparseSGDClassifier(**options).fit(X, labels)
+        theirs = SGDClassifier(**options).fit(X, labels)
+        np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-9, atol=1e-12)
