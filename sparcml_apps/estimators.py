@@ -95,22 +95,22 @@ class _SparseSGD(BaseEstimator):
     _parameter_constraints = {
         "penalty": [StrOptions({"l2", "l1", "elasticnet"}), None],
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "l1_ratio": [Interval(Real, 0, 1, closed="both")],
+        "l1_ratio": [Interval(Real, 0, 1, closed="both"), None],
         "fit_intercept": ["boolean"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, None, None, closed="neither"), None],
+        "tol": [Interval(Real, 0, None, closed="left"), None],
         "shuffle": ["boolean"],
         "verbose": ["verbose"],
         "epsilon": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
         "learning_rate": [StrOptions({"constant", "optimal", "invscaling", "adaptive"})],
-        "eta0": [Interval(Real, 0, None, closed="left")],
+        "eta0": [Interval(Real, 0, None, closed="neither")],
         "power_t": [Interval(Real, None, None, closed="neither")],
         "early_stopping": ["boolean", StrOptions({"auto"})],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "warm_start": ["boolean"],
-        "average": [Interval(Integral, 0, None, closed="left"), "boolean", StrOptions({"auto"})],
+        "average": [Interval(Integral, 0, None, closed="neither"), "boolean", StrOptions({"auto"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "local_steps": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "compression": [StrOptions({"topk"}), None],
@@ -225,10 +225,11 @@ class _SparseSGD(BaseEstimator):
                     f"The {param!r} parameter of {name} must be {expected}, not a bool. "
                     f"Got {getattr(self, param)!r} instead."
                 )
-        if self.learning_rate != "optimal" and self.eta0 <= 0:
+        if self.penalty == "elasticnet" and self.l1_ratio is None:
             raise ValueError(
-                f"The 'eta0' parameter of {name} must be > 0 with "
-                f"learning_rate={self.learning_rate!r}. Got {self.eta0!r} instead."
+                f"l1_ratio must be set when penalty is 'elasticnet': the 'l1_ratio' parameter "
+                f"of {name} must be a float in the range [0.0, 1.0] with that penalty. Got "
+                "None instead."
             )
         if self.learning_rate == "optimal" and self.alpha == 0:
             raise ValueError(
@@ -279,7 +280,7 @@ class _SparseSGD(BaseEstimator):
             X,
             dtype=np.float64,
             ensure_non_negative=X.shape[0] > 0,
-            allow_all_zero_weights=allow_empty,
+            allow_all_zero_weights=True,  # the ranks' sum is checked (:meth:`_agree_on_data`)
         )
         labels = None
         if isinstance(self, ClassifierMixin):
@@ -352,7 +353,7 @@ class _SparseSGD(BaseEstimator):
         except Exception as exc:  # noqa: BLE001 - every rank raises it, below
             error = exc
         collectives.check(error, comm)
-        setup, X, y_encoded, row_weight = self._agree_on_data(
+        setup, X, y_encoded, row_weight, stops_early = self._agree_on_data(
             comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
         )
         error = weights = None
@@ -364,7 +365,7 @@ class _SparseSGD(BaseEstimator):
             error = exc
         collectives.check(error, comm)
         held = None
-        if self._stops_early(comm, X, partial):
+        if stops_early:
             held = self._hold_out(comm, y_encoded, row_weight, setup)
         if self.callback is not None:
             setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype, comm=comm)
@@ -417,6 +418,14 @@ class _SparseSGD(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
+        if not partial and self.power_t < 0:
+            warnings.warn(
+                "Negative values for `power_t` are deprecated, as in scikit-learn (which "
+                "will refuse them): the rate eta0 / t ** power_t then grows without bound. "
+                f"Use power_t >= 0. Got power_t={self.power_t!r}.",
+                FutureWarning,
+                stacklevel=3,
+            )
         return self
 
     def _resume_options(self, setup, comm):
@@ -441,7 +450,8 @@ class _SparseSGD(BaseEstimator):
         self, comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
     ):
         """Check that the ranks' data and parameters fit together; the setup, this rank's
-        rows (in the dtype of the others when it holds none) and their encoded targets.
+        rows (in the dtype of the others when it holds none), their encoded targets and
+        weights, and whether the fit holds rows out to stop early (:meth:`_stops_early`).
 
         Whatever this raises, it raises on every rank: it decides on gathered values.
         """
@@ -482,12 +492,15 @@ class _SparseSGD(BaseEstimator):
                 "The 'classes' of partial_fit must be the same on every rank. Got "
                 f"{_per_rank(gathered, 'classes')}."
             )
-        if sum(rank["rows"] for rank in gathered) == 0:
+        n_rows = sum(rank["rows"] for rank in gathered)
+        if n_rows == 0:
             raise ValueError(
                 f"Found array with 0 sample(s) on all {comm.Get_size()} ranks, while a "
                 "minimum of 1 is required."
             )
-        if sum(rank["weight"] for rank in gathered) == 0:
+        stops_early = self._stops_early(n_rows, partial)
+        # rows held out have their weights checked first (:meth:`_hold_out`)
+        if sum(rank["weight"] for rank in gathered) == 0 and not stops_early:
             raise ValueError("Sample weights must contain at least one non-zero number.")
         X = X.astype(dtypes[0], copy=False)  # a rank without rows takes the others' dtype
         # the ranks that hold rows decide whether the input is sparse (intercept decay)
@@ -540,7 +553,7 @@ class _SparseSGD(BaseEstimator):
             verbose=self.verbose,
             classifier=isinstance(self, ClassifierMixin),
         )
-        return setup, X, y_encoded, sample_weight
+        return setup, X, y_encoded, sample_weight, stops_early
 
     def _initial_weights(self, setup, partial, coef_init, intercept_init, previous_classes):
         """The weights to start from: those of the last fit (``partial_fit``, or ``fit``
@@ -570,27 +583,32 @@ class _SparseSGD(BaseEstimator):
                 shape = f"({n_out}, {n_features}) (classes, features)"
                 fits = coef.shape == (n_out, n_features)
             if not fits:
-                raise ValueError(f"{names[0]} must have shape {shape}; got {coef.shape}.")
+                raise ValueError(
+                    f"Provided {names[0]} does not match dataset: its shape must be {shape}; "
+                    f"got {coef.shape}."
+                )
             weights.v[:] = coef.ravel()
         if intercept_init is not None:
             intercept = np.asarray(intercept_init, np.float64)
             allowed = [(n_out,)] + ([()] if n_out == 1 else [])
             if intercept.shape not in allowed:
                 shapes = " or ".join(map(str, allowed))
-                raise ValueError(f"{names[1]} must have shape {shapes}; got {intercept.shape}.")
+                raise ValueError(
+                    f"Provided {names[1]} does not match dataset: its shape must be {shapes}; "
+                    f"got {intercept.shape}."
+                )
             weights.intercept[:] = intercept
         return weights
 
-    def _stops_early(self, comm, X, partial):
-        """Whether this fit holds rows out and stops on their score: ``early_stopping``,
-        where ``"auto"`` means with :data:`EARLY_STOPPING_ROWS` rows or more on all the
-        ranks together, and a ``tol`` to stop by (never for ``partial_fit``)."""
+    def _stops_early(self, n_rows, partial):
+        """Whether a fit of ``n_rows`` rows (all ranks together) holds rows out and stops
+        on their score: ``early_stopping``, where ``"auto"`` means with
+        :data:`EARLY_STOPPING_ROWS` rows or more, and a ``tol`` to stop by (never for
+        ``partial_fit``)."""
         if partial or not self.early_stopping:
             return False
         if isinstance(self.early_stopping, str):  # "auto"
-            if self.tol is None:  # no stopping: every row trains
-                return False
-            return comm.allreduce(X.shape[0]) >= EARLY_STOPPING_ROWS
+            return self.tol is not None and n_rows >= EARLY_STOPPING_ROWS
         return True
 
     def _hold_out(self, comm, y, row_weight, setup):

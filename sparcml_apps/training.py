@@ -632,11 +632,20 @@ def _check_finite(record, weights, setup):
     if not finite:
         raise ValueError(
             f"Floating-point under-/overflow occurred at epoch #{record.epoch}: the loss or "
-            f"the weights are no longer finite (mean loss {record.loss!r}). Scaling the "
-            "input data (StandardScaler or MaxAbsScaler) or a smaller learning rate "
-            f"(eta0, currently {setup.eta0!r} with learning_rate={setup.learning_rate!r}) "
-            "might help."
+            f"the weights are no longer finite (mean loss {record.loss!r}). Scaling input "
+            "data with StandardScaler or MinMaxScaler might help (MaxAbsScaler keeps sparse "
+            f"rows sparse), as might {_smaller_steps(setup)}."
         )
+
+
+def _smaller_steps(setup):
+    """What makes the steps of ``setup`` smaller, in words."""
+    if setup.learning_rate == "optimal":  # eta0 plays no part
+        return f"a larger alpha (currently {setup.alpha!r}; the rate is 1 / (alpha * (t0 + t)))"
+    hint = f"a smaller eta0 (currently {setup.eta0!r} with learning_rate={setup.learning_rate!r})"
+    if setup.learning_rate == "invscaling" and setup.power_t < 0:
+        hint += f" or power_t >= 0 (currently {setup.power_t!r}: the rate grows)"
+    return hint
 
 
 def _describe(record):

@@ -273,7 +273,7 @@ def test_bad_sample_weight_and_predict_width():
         ({"topk": 1.5}, "The 'topk' parameter of SparseSGDClassifier must be"),
         ({"compression": "qsgd"}, "The 'compression' parameter of SparseSGDClassifier must be"),
         ({"allreduce": "ring"}, "The 'allreduce' parameter of SparseSGDClassifier must be"),
-        ({"learning_rate": "constant", "eta0": 0}, "'eta0' parameter .* must be > 0"),
+        ({"eta0": 0}, r"The 'eta0' parameter of SparseSGDClassifier must be .* \(0.0, inf\)"),
         ({"alpha": 0}, "'alpha' parameter .* must be > 0 with learning_rate='optimal'"),
         ({"comm": "world"}, "The 'comm' parameter of SparseSGDClassifier must be"),
         ({"diagnostics": "yes"}, "The 'diagnostics' parameter of SparseSGDClassifier must be"),

@@ -3,6 +3,7 @@ estimators here: shapes of initial weights, classes across calls, dtypes, losses
 early-stopping split and the parameters where True is not a number."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -64,7 +65,7 @@ def test_initial_weights_of_the_wrong_shape_are_refused_as_by_scikit_learn(
     ours = outcome(ours_class(**options).fit, X, y, **inits)
     if isinstance(theirs, type):
         assert ours is theirs is ValueError
-        with pytest.raises(ValueError, match="_init must have shape"):
+        with pytest.raises(ValueError, match="Provided .*_init does not match dataset"):
             ours_class(**options).fit(X, y, **inits)
     else:  # a step of 1e-12 leaves the weights where they started, as scikit-learn's
         assert ours.coef_.shape == theirs.coef_.shape
@@ -263,3 +264,70 @@ def test_a_step_that_shrinks_the_weights_to_zero_is_scikit_learns(
         theirs = SGDClassifier(**options).fit(X, labels)
         np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-9, atol=1e-12)
+
+
+EDGE_VALUES = [
+    dict(penalty="l2", l1_ratio=None),  # l1_ratio is read with "elasticnet" only
+    dict(penalty="l1", l1_ratio=None),
+    dict(penalty=None, l1_ratio=None),
+    dict(penalty="elasticnet", l1_ratio=None),
+    dict(penalty="elasticnet", l1_ratio=1.5),
+    dict(eta0=0.0),  # refused even where the rate does not use it
+    dict(eta0=0.0, learning_rate="constant"),
+    dict(eta0=-1.0, learning_rate="invscaling"),
+    dict(tol=0.0, max_iter=50),
+    dict(tol=-1.0),
+    dict(average=0),
+    dict(average=1),
+    dict(average=-3),
+    dict(alpha=0.0),
+    dict(alpha=0.0, learning_rate="constant"),
+    dict(alpha=1.0),
+    dict(alpha=1e5, learning_rate="constant", eta0=0.1),
+    dict(power_t=-0.5, learning_rate="invscaling"),
+    dict(power_t=0.0, learning_rate="invscaling"),
+    dict(epsilon=-0.1),
+    dict(max_iter=0),
+    dict(n_iter_no_change=0),
+    dict(validation_fraction=1.0, early_stopping=True),
+]
+
+
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+@pytest.mark.parametrize("params", EDGE_VALUES, ids=repr)
+def test_parameter_values_are_taken_or_refused_as_by_scikit_learn(kind, params):
+    if kind == "classifier":
+        X, y = three_classes()
+    else:
+        X, y = make_regression(n_samples=120, n_features=5, random_state=0)
+    options = {"max_iter": 5, "tol": None, "random_state": 0, **params}
+    results = []
+    for make in PAIRS[kind]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results.append((outcome(make(**options).fit, X, y), {w.category for w in caught}))
+    (theirs, their_warnings), (ours, our_warnings) = results
+    if isinstance(theirs, type):
+        assert ours is theirs  # the same exception type (InvalidParameterError or not)
+    else:
+        assert not isinstance(ours, type), ours
+        assert np.isfinite(ours.coef_).all()
+    assert our_warnings == their_warnings
+
+
+def test_refusals_say_what_scikit_learns_tests_look_for():
+    X, y = three_classes()
+    with pytest.raises(ValueError, match="l1_ratio must be set when penalty is 'elasticnet'"):
+        SparseSGDClassifier(penalty="elasticnet", l1_ratio=None).fit(X, y)
+    with pytest.warns(FutureWarning, match="Negative values for `power_t` are deprecated"):
+        SparseSGDRegressor(power_t=-0.1, max_iter=5, tol=None).fit(X, y)
+    with pytest.raises(ValueError, match="Provided coef_init does not match dataset"):
+        SparseSGDClassifier().fit(X, y % 2, coef_init=np.zeros(3))
+    with pytest.raises(ValueError, match="Provided intercept_init does not match dataset"):
+        SparseSGDClassifier().fit(X, y % 2, intercept_init=np.zeros(3))
+    weights = np.zeros(y.size)
+    for early_stopping in (False, True):  # the held-out rows' weights are checked first
+        message = "validation set are all zero" if early_stopping else "at least one non-zero"
+        for make in (SGDClassifier, SparseSGDClassifier):
+            with pytest.raises(ValueError, match=message):
+                make(early_stopping=early_stopping).fit(X, y, sample_weight=weights)
