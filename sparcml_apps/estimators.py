@@ -42,6 +42,8 @@ holds ``validation_fraction`` of them out, at most this many, and stops on their
 the loss of the steps depends on the number of ranks (each rank's steps see its own rows
 only), the score of the model does not. Ten thousand rows tell a change of ``tol=1e-3``
 in accuracy from ten rows, and leave more rows to train on than a tenth of a large set."""
+REGRESSION_LOSSES = {"squared_error", "huber", "epsilon_insensitive", "squared_epsilon_insensitive"}
+"""The regressor's losses; the classifier takes every loss (the regression ones fit +-1)."""
 RANK_OWN = {"comm", "n_jobs", "callback", "verbose", "random_state"}
 """Parameters that may differ between ranks (rank 0's ``random_state`` seeds them all)."""
 BOOL_IS_NOT_A_NUMBER = {
@@ -792,9 +794,7 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
 
     _parameter_constraints = {
         **_SparseSGD._parameter_constraints,
-        "loss": [
-            StrOptions({"hinge", "log_loss", "squared_hinge", "modified_huber", "perceptron"})
-        ],
+        "loss": [StrOptions(set(K.LOSSES))],
         "class_weight": [StrOptions({"balanced"}), dict, None],
     }
 
@@ -1007,9 +1007,10 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
 
 
 class SparseSGDRegressor(RegressorMixin, _SparseSGD):
-    """Linear regression (squared error, Huber, epsilon-insensitive) by SGD over sparse
-    allreduce. Parameters and attributes as :class:`SparseSGDClassifier`, less the class
-    ones; the shared ones mean what they mean in :class:`sklearn.linear_model.SGDRegressor`.
+    """Linear regression (squared error, Huber, epsilon-insensitive, squared
+    epsilon-insensitive) by SGD over sparse allreduce. Parameters and attributes as
+    :class:`SparseSGDClassifier`, less the class ones; the shared ones mean what they mean
+    in :class:`sklearn.linear_model.SGDRegressor`.
     ``average`` is False by default, as scikit-learn's: regression with its slowly decaying
     default rate is still far from the optimum when averaging would begin, and the average
     lags behind.
@@ -1017,7 +1018,7 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
 
     _parameter_constraints = {
         **_SparseSGD._parameter_constraints,
-        "loss": [StrOptions({"squared_error", "huber", "epsilon_insensitive"})],
+        "loss": [StrOptions(REGRESSION_LOSSES)],
     }
 
     def __init__(

@@ -21,6 +21,7 @@ LOSSES = {
     "huber": 5,
     "epsilon_insensitive": 6,
     "perceptron": 7,
+    "squared_epsilon_insensitive": 8,
 }
 SCHEDULES = {"constant": 0, "optimal": 1, "invscaling": 2, "adaptive": 3}
 MAX_DLOSS = 1e12
@@ -84,6 +85,12 @@ def loss_and_slope(code, p, y, param):
         if abs(r) <= param:
             return 0.5 * r * r, r
         return param * abs(r) - 0.5 * param * param, (param if r > 0.0 else -param)
+    if code == 8:  # squared_epsilon_insensitive
+        if -r > param:
+            return (-r - param) ** 2, -2.0 * (-r - param)
+        if r > param:
+            return (r - param) ** 2, 2.0 * (r - param)
+        return 0.0, 0.0
     # epsilon_insensitive
     if -r > param:
         return -r - param, -1.0

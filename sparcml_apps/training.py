@@ -52,7 +52,7 @@ class Setup:
     pos_weight: np.ndarray  # per output: weight of rows whose target is +1 ...
     neg_weight: np.ndarray  # ... and of the others
     value_dtype: np.dtype  # of the vectors sent
-    loss_param: float = 0.1  # epsilon of huber and epsilon_insensitive
+    loss_param: float = 0.1  # epsilon of huber and the epsilon-insensitive losses
     shuffle: bool = True
     seed: int = 0
     tol: float | None = 1e-3
