@@ -105,7 +105,7 @@ class _SparseSGD(BaseEstimator):
         "verbose": ["verbose"],
         "epsilon": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
-        "learning_rate": [StrOptions({"constant", "optimal", "invscaling", "adaptive"})],
+        "learning_rate": [StrOptions(set(K.SCHEDULES))],
         "eta0": [Interval(Real, 0, None, closed="neither")],
         "power_t": [Interval(Real, None, None, closed="neither")],
         "early_stopping": ["boolean", StrOptions({"auto"})],
@@ -232,6 +232,12 @@ class _SparseSGD(BaseEstimator):
                 f"l1_ratio must be set when penalty is 'elasticnet': the 'l1_ratio' parameter "
                 f"of {name} must be a float in the range [0.0, 1.0] with that penalty. Got "
                 "None instead."
+            )
+        if self.learning_rate in ("pa1", "pa2") and self.loss != self._passive_aggressive_loss:
+            raise ValueError(
+                f"Learning rate {self.learning_rate!r} only works with loss "
+                f"{self._passive_aggressive_loss!r} (a passive-aggressive step is sized by "
+                f"that loss). Got loss={self.loss!r} instead."
             )
         if self.learning_rate == "optimal" and self.alpha == 0:
             raise ValueError(
@@ -792,6 +798,7 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     ``resumed_from_``: the checkpoint folder the last fit resumed from (else None).
     """
 
+    _passive_aggressive_loss = "hinge"  # the loss learning_rate="pa1" and "pa2" go with
     _parameter_constraints = {
         **_SparseSGD._parameter_constraints,
         "loss": [StrOptions(set(K.LOSSES))],
@@ -1016,6 +1023,7 @@ class SparseSGDRegressor(RegressorMixin, _SparseSGD):
     lags behind.
     """
 
+    _passive_aggressive_loss = "epsilon_insensitive"
     _parameter_constraints = {
         **_SparseSGD._parameter_constraints,
         "loss": [StrOptions(REGRESSION_LOSSES)],

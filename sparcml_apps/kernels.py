@@ -23,7 +23,8 @@ LOSSES = {
     "perceptron": 7,
     "squared_epsilon_insensitive": 8,
 }
-SCHEDULES = {"constant": 0, "optimal": 1, "invscaling": 2, "adaptive": 3}
+SCHEDULES = {"constant": 0, "optimal": 1, "invscaling": 2, "adaptive": 3, "pa1": 4, "pa2": 5}
+PASSIVE_AGGRESSIVE = 4  # schedules from this code on size each row's step by its loss
 MAX_DLOSS = 1e12
 
 # params: the options of a fit
@@ -137,9 +138,10 @@ def sort_keys(keys, n, scratch):
 
 @njit(cache=True, nogil=True)
 def rate(params, state):
-    """The learning rate at the current sample time ``state[T]``."""
+    """The learning rate at the current sample time ``state[T]`` (passive-aggressive
+    schedules: ``eta0``, the rate of the L2 shrink; :func:`batch_coefs` sizes their steps)."""
     schedule = params[SCHEDULE]
-    if schedule == 0:
+    if schedule == 0 or schedule >= PASSIVE_AGGRESSIVE:
         return params[ETA0]
     if schedule == 1:
         return 1.0 / (params[ALPHA] * (params[T0] + state[T] - 1.0))
@@ -167,10 +169,16 @@ def batch_coefs(
 ):
     """``coefs[c, r]`` = eta * weight * dloss of row ``rows[r]`` for output ``c``, all
     predicted with the weights as they are, the slope clipped at ``MAX_DLOSS`` (counted in
-    ``state[CLIPPED]``); returns the rows' summed (weighted) loss."""
+    ``state[CLIPPED]``); returns the rows' summed (weighted) loss.
+
+    Passive-aggressive schedules size each row's step by its loss instead of ``eta``:
+    ``min(eta0, loss / ||x||^2)`` ("pa1"; none for an empty row) or
+    ``loss / (||x||^2 + 1 / (2 eta0))`` ("pa2"), over the batch's rows."""
     n_features = int(params[N_FEATURES])
     code = int(params[LOSS])
     multiclass = params[MULTICLASS] > 0
+    schedule = params[SCHEDULE]
+    eta0 = params[ETA0]
     wscale = state[WSCALE]
     loss_sum = 0.0
     for c in range(int(params[N_OUT])):
@@ -191,7 +199,17 @@ def batch_coefs(
             if slope > MAX_DLOSS or slope < -MAX_DLOSS:
                 state[CLIPPED] += 1.0
                 slope = MAX_DLOSS if slope > 0 else -MAX_DLOSS
-            coefs[c, r] = eta * weight * slope
+            if schedule < PASSIVE_AGGRESSIVE:
+                coefs[c, r] = eta * weight * slope
+                continue
+            norm = 0.0
+            for k in range(indptr[row], indptr[row + 1]):
+                norm += data[k] * data[k]
+            if schedule == PASSIVE_AGGRESSIVE:
+                step = min(eta0, value / norm) if norm > 0.0 else 0.0
+            else:
+                step = value / (norm + 0.5 / eta0)
+            coefs[c, r] = step / rows.size * weight * slope
     return loss_sum
 
 

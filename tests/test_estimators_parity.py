@@ -328,6 +328,8 @@ EDGE_VALUES = [
     dict(max_iter=0),
     dict(n_iter_no_change=0),
     dict(validation_fraction=1.0, early_stopping=True),
+    dict(learning_rate="pa1"),  # the classifier's default loss, hinge, only
+    dict(learning_rate="pa2", loss="epsilon_insensitive"),  # the regressor's only
 ]
 
 
@@ -369,3 +371,22 @@ def test_refusals_say_what_scikit_learns_tests_look_for():
         for make in (SGDClassifier, SparseSGDClassifier):
             with pytest.raises(ValueError, match=message):
                 make(early_stopping=early_stopping).fit(X, y, sample_weight=weights)
+
+
+@pytest.mark.parametrize("learning_rate", ["pa1", "pa2"])
+@pytest.mark.parametrize("penalty", [None, "l2"])
+def test_passive_aggressive_steps_are_scikit_learns(learning_rate, penalty):
+    # each row's step sized by its loss; rows in order, one a step: the same arithmetic
+    X, y = load_iris(return_X_y=True)
+    X_reg, y_reg = make_regression(n_samples=200, n_features=5, noise=1.0, random_state=0)
+    options = dict(
+        learning_rate=learning_rate, eta0=0.5, penalty=penalty, shuffle=False, tol=None,
+        max_iter=4, average=False,
+    )  # fmt: skip
+    fits = [(SparseSGDClassifier, SGDClassifier, X, labels, {}) for labels in (y, y == 1)]
+    fits.append((SparseSGDRegressor, SGDRegressor, X_reg, y_reg, {"loss": "epsilon_insensitive"}))
+    for ours_class, theirs_class, X_fit, y_fit, loss in fits:
+        ours = ours_class(**options, **loss).fit(X_fit, y_fit)
+        theirs = theirs_class(**options, **loss).fit(X_fit, y_fit)
+        np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-9, atol=1e-12)

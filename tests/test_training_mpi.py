@@ -33,6 +33,9 @@ CONFIGS = [
     dict(local_steps=4, alpha=25.0),
     dict(local_steps=4, alpha=25.0, overlap=True, average=True),
     dict(local_steps=4, alpha=25.0, overlap=True, compression="topk", topk=5),
+    # passive-aggressive steps, sized by each row's hinge loss
+    dict(local_steps=4, loss="hinge", learning_rate="pa1", eta0=0.5, average=True),
+    dict(local_steps=4, loss="hinge", learning_rate="pa2", eta0=0.5, overlap=True),
     # alpha >= 1 with the optimal schedule: the first step's shrink is zero
     dict(local_steps=3, alpha=2.0, learning_rate="optimal", penalty="elasticnet", l1_ratio=0.1),
 ]
