@@ -726,7 +726,8 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     early_stopping : bool or "auto", default="auto"
         As scikit-learn's (True: hold ``validation_fraction`` of the rows out and stop
         once their score has not risen by ``tol`` for ``n_iter_no_change`` epochs; False:
-        stop on the training loss of the epochs' steps), and ``"auto"``: True for a fit of
+        stop on the training objective of the epochs' steps, their loss and the penalty),
+        and ``"auto"``: True for a fit of
         10,000 rows or more (all ranks together) with a ``tol``, holding out at most
         10,000 of them, else False. The score is that of the model the fit returns (the
         average, once averaging began), so P ranks stop where one rank would; the loss of

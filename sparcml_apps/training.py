@@ -493,9 +493,11 @@ def train(
 
     Convergence is decided on global sums, the same whatever the number of ranks: with
     rows held out, on their score (accuracy or R^2) of the model the fit would return
-    now (the average, once averaging began); else on the loss of the epoch's steps summed
-    over every rank's rows, which must fall by ``tol`` times their weight. Every rank stops
-    at the same epoch. A loss or model that is no longer finite raises ``ValueError``.
+    now (the average, once averaging began); else on the objective the steps minimize:
+    the loss of the epoch's steps summed over every rank's rows, and the penalty of the
+    model at the epoch's end once a row, which must fall by ``tol`` times the rows' weight
+    (:func:`_converge`). Every rank stops at the same epoch. A loss or model that is no
+    longer finite raises ``ValueError``.
 
     ``progress`` (a :class:`Progress` from a checkpoint, with the ``weights`` saved beside
     it) resumes a run where it was saved; the epochs it had finished count towards
@@ -579,7 +581,8 @@ def train(
         if setup.callback is not None:
             setup.callback(record, weights)
         if check_convergence and setup.tol is not None:
-            _converge(progress, record, sums, weights, setup, validation is not None)
+            rows = None if validation is not None else int(epochs.counts.sum())
+            _converge(progress, record, sums, weights, setup, rows)
         progress.epochs += 1
         progress.history.append(record.as_dict())
         if checkpoints is not None:
@@ -603,12 +606,17 @@ def _pause(checkpoints, weights, progress, epochs, stats, begin, comm):
     return pause
 
 
-def _converge(progress, record, sums, weights, setup, validating):
-    """Count the epoch towards convergence; ``progress.done`` once the run has converged."""
-    if validating:
+def _converge(progress, record, sums, weights, setup, rows):
+    """Count the epoch towards convergence; ``progress.done`` once the run has converged.
+
+    With rows held out (``rows`` None) the measure is their score; else the objective the
+    steps minimize over the epoch's ``rows`` (all ranks): their summed loss, weighted, and
+    ``rows`` times the penalty of the model at the epoch's end; it must fall by ``tol``
+    times the rows' weight."""
+    if rows is None:
         measure, tolerance = -record.validation_score, setup.tol
     else:
-        measure, tolerance = float(sums[0]), setup.tol * sums[1]
+        measure, tolerance = float(sums[0]) + rows * _penalty(weights, setup), setup.tol * sums[1]
     progress.no_improvement = (
         progress.no_improvement + 1 if measure > progress.best - tolerance else 0
     )
@@ -621,6 +629,18 @@ def _converge(progress, record, sums, weights, setup, validating):
             progress.no_improvement = 0
         else:
             progress.done = True
+
+
+def _penalty(weights, setup):
+    """The penalty of the current weights ``w``: ``l2 / 2 * ||w||^2 + l1 * ||w||_1`` (every
+    rank holds the same weights after an epoch)."""
+    if setup.l2 == 0 and setup.l1 == 0:
+        return 0.0
+    scale = weights.state[K.WSCALE]
+    penalty = 0.5 * setup.l2 * scale * scale * float(np.dot(weights.v, weights.v))
+    if setup.l1 > 0:
+        penalty += setup.l1 * abs(scale) * float(np.abs(weights.v).sum())
+    return penalty
 
 
 def _check_finite(record, weights, setup):

@@ -237,6 +237,39 @@ def test_early_stopping_uses_a_validation_score():
     assert model.n_iter_ < 1000
 
 
+def first_stop(measures, tol=1e-3, n_iter_no_change=5):
+    """The epoch the stopping rule ends at, for these per-epoch measures."""
+    best, worse = np.inf, 0
+    for epoch, measure in enumerate(measures, start=1):
+        worse = worse + 1 if measure > best - tol else 0
+        best = min(best, measure)
+        if worse >= n_iter_no_change:
+            return epoch
+    return len(measures)
+
+
+@pytest.mark.parametrize(("penalty", "l1_ratio"), [("l2", 0.0), ("elasticnet", 0.15)])
+def test_tol_stops_on_the_objective_the_steps_minimize(penalty, l1_ratio):
+    # one class weighs ten times the other: the loss stops improving long before its sum
+    # with the penalty of the (shrinking) weights does, which the steps minimize
+    X, y = make_classification(n_samples=200, n_features=10, random_state=0)
+    options = dict(
+        alpha=0.001, penalty=penalty, l1_ratio=l1_ratio, class_weight={0: 10, 1: 1},
+        average=False, max_iter=300, random_state=0,
+    )  # fmt: skip
+    epochs = []
+    SparseSGDClassifier(tol=None, callback=lambda model, record: epochs.append(
+        (record["loss"], model.coef_.ravel().copy())), **options).fit(X, y)  # fmt: skip
+    alpha = options["alpha"]
+    objective = [
+        loss + alpha * ((1 - l1_ratio) / 2 * (w @ w) + l1_ratio * np.abs(w).sum())
+        for loss, w in epochs
+    ]
+    stopped = SparseSGDClassifier(**options).fit(X, y)
+    assert stopped.n_iter_ == first_stop(objective) < 300
+    assert first_stop([loss for loss, _ in epochs]) < stopped.n_iter_ - 10  # loss alone
+
+
 @pytest.mark.parametrize(
     ("change", "error", "message"),
     [
