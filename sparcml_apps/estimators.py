@@ -714,10 +714,10 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     """Linear classifiers (SVM, logistic regression, ...) by SGD over sparse allreduce.
 
     The parameters shared with :class:`sklearn.linear_model.SGDClassifier` mean what they
-    mean there, but for the differences the README lists ("Where the meaning differs from
-    scikit-learn's"). Every rank takes SGD steps on its own rows; every ``local_steps``
-    steps the ranks average their changes to the model (:mod:`sparcml_apps.exchange`).
-    Own parameters:
+    mean there and take the same values, but for the differences listed, each with its
+    reason, in docs/sklearn-differences.md. Every rank takes SGD steps on its own rows;
+    every ``local_steps`` steps the ranks average their changes to the model
+    (:mod:`sparcml_apps.exchange`). Own parameters, and own values of shared ones:
 
     average : bool, int or "auto", default="auto"
         As scikit-learn's (True: average every step's weights; n: from sample time n on),
@@ -727,12 +727,10 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         As scikit-learn's (True: hold ``validation_fraction`` of the rows out and stop
         once their score has not risen by ``tol`` for ``n_iter_no_change`` epochs; False:
         stop on the training objective of the epochs' steps, their loss and the penalty),
-        and ``"auto"``: True for a fit of
-        10,000 rows or more (all ranks together) with a ``tol``, holding out at most
-        10,000 of them, else False. The score is that of the model the fit returns (the
-        average, once averaging began), so P ranks stop where one rank would; the loss of
-        the steps falls more slowly on more ranks (each rank steps on its own rows). Never
-        for ``partial_fit``.
+        and ``"auto"``: True for a fit of 10,000 rows or more (all ranks together) with a
+        ``tol``, holding out at most 10,000 of them, else False. The score is that of the
+        model the fit returns (the average, once averaging began). Never for
+        ``partial_fit``.
     batch_size : int, default=1
         Rows per rank per step: a step applies the mean of their gradients. With 1 on one
         rank, it is scikit-learn's per-row SGD.
@@ -1016,12 +1014,12 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
 
 class SparseSGDRegressor(RegressorMixin, _SparseSGD):
     """Linear regression (squared error, Huber, epsilon-insensitive, squared
-    epsilon-insensitive) by SGD over sparse allreduce. Parameters and attributes as
-    :class:`SparseSGDClassifier`, less the class ones; the shared ones mean what they mean
-    in :class:`sklearn.linear_model.SGDRegressor`.
-    ``average`` is False by default, as scikit-learn's: regression with its slowly decaying
-    default rate is still far from the optimum when averaging would begin, and the average
-    lags behind.
+    epsilon-insensitive) by SGD over sparse allreduce.
+
+    Parameters and attributes as :class:`SparseSGDClassifier`, less the class ones, but
+    ``average=False`` by default, as scikit-learn's; the shared ones mean what they mean in
+    :class:`sklearn.linear_model.SGDRegressor`, but for the differences listed, each with
+    its reason, in docs/sklearn-differences.md.
     """
 
     _passive_aggressive_loss = "epsilon_insensitive"
