@@ -42,6 +42,8 @@ holds ``validation_fraction`` of them out, at most this many, and stops on their
 the loss of the steps depends on the number of ranks (each rank's steps see its own rows
 only), the score of the model does not. Ten thousand rows tell a change of ``tol=1e-3``
 in accuracy from ten rows, and leave more rows to train on than a tenth of a large set."""
+REGRESSION_LOSSES = {"squared_error", "huber", "epsilon_insensitive", "squared_epsilon_insensitive"}
+"""The regressor's losses; the classifier takes every loss (the regression ones fit +-1)."""
 RANK_OWN = {"comm", "n_jobs", "callback", "verbose", "random_state"}
 """Parameters that may differ between ranks (rank 0's ``random_state`` seeds them all)."""
 BOOL_IS_NOT_A_NUMBER = {
@@ -95,22 +97,22 @@ class _SparseSGD(BaseEstimator):
     _parameter_constraints = {
         "penalty": [StrOptions({"l2", "l1", "elasticnet"}), None],
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "l1_ratio": [Interval(Real, 0, 1, closed="both")],
+        "l1_ratio": [Interval(Real, 0, 1, closed="both"), None],
         "fit_intercept": ["boolean"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, None, None, closed="neither"), None],
+        "tol": [Interval(Real, 0, None, closed="left"), None],
         "shuffle": ["boolean"],
         "verbose": ["verbose"],
         "epsilon": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
-        "learning_rate": [StrOptions({"constant", "optimal", "invscaling", "adaptive"})],
-        "eta0": [Interval(Real, 0, None, closed="left")],
+        "learning_rate": [StrOptions(set(K.SCHEDULES))],
+        "eta0": [Interval(Real, 0, None, closed="neither")],
         "power_t": [Interval(Real, None, None, closed="neither")],
         "early_stopping": ["boolean", StrOptions({"auto"})],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "warm_start": ["boolean"],
-        "average": [Interval(Integral, 0, None, closed="left"), "boolean", StrOptions({"auto"})],
+        "average": [Interval(Integral, 0, None, closed="neither"), "boolean", StrOptions({"auto"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "local_steps": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "compression": [StrOptions({"topk"}), None],
@@ -225,10 +227,17 @@ class _SparseSGD(BaseEstimator):
                     f"The {param!r} parameter of {name} must be {expected}, not a bool. "
                     f"Got {getattr(self, param)!r} instead."
                 )
-        if self.learning_rate != "optimal" and self.eta0 <= 0:
+        if self.penalty == "elasticnet" and self.l1_ratio is None:
             raise ValueError(
-                f"The 'eta0' parameter of {name} must be > 0 with "
-                f"learning_rate={self.learning_rate!r}. Got {self.eta0!r} instead."
+                f"l1_ratio must be set when penalty is 'elasticnet': the 'l1_ratio' parameter "
+                f"of {name} must be a float in the range [0.0, 1.0] with that penalty. Got "
+                "None instead."
+            )
+        if self.learning_rate in ("pa1", "pa2") and self.loss != self._passive_aggressive_loss:
+            raise ValueError(
+                f"Learning rate {self.learning_rate!r} only works with loss "
+                f"{self._passive_aggressive_loss!r} (a passive-aggressive step is sized by "
+                f"that loss). Got loss={self.loss!r} instead."
             )
         if self.learning_rate == "optimal" and self.alpha == 0:
             raise ValueError(
@@ -279,7 +288,7 @@ class _SparseSGD(BaseEstimator):
             X,
             dtype=np.float64,
             ensure_non_negative=X.shape[0] > 0,
-            allow_all_zero_weights=allow_empty,
+            allow_all_zero_weights=True,  # the ranks' sum is checked (:meth:`_agree_on_data`)
         )
         labels = None
         if isinstance(self, ClassifierMixin):
@@ -352,7 +361,7 @@ class _SparseSGD(BaseEstimator):
         except Exception as exc:  # noqa: BLE001 - every rank raises it, below
             error = exc
         collectives.check(error, comm)
-        setup, X, y_encoded, row_weight = self._agree_on_data(
+        setup, X, y_encoded, row_weight, stops_early = self._agree_on_data(
             comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
         )
         error = weights = None
@@ -364,7 +373,7 @@ class _SparseSGD(BaseEstimator):
             error = exc
         collectives.check(error, comm)
         held = None
-        if self._stops_early(comm, X, partial):
+        if stops_early:
             held = self._hold_out(comm, y_encoded, row_weight, setup)
         if self.callback is not None:
             setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype, comm=comm)
@@ -417,6 +426,14 @@ class _SparseSGD(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
+        if not partial and self.power_t < 0:
+            warnings.warn(
+                "Negative values for `power_t` are deprecated, as in scikit-learn (which "
+                "will refuse them): the rate eta0 / t ** power_t then grows without bound. "
+                f"Use power_t >= 0. Got power_t={self.power_t!r}.",
+                FutureWarning,
+                stacklevel=3,
+            )
         return self
 
     def _resume_options(self, setup, comm):
@@ -441,7 +458,8 @@ class _SparseSGD(BaseEstimator):
         self, comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
     ):
         """Check that the ranks' data and parameters fit together; the setup, this rank's
-        rows (in the dtype of the others when it holds none) and their encoded targets.
+        rows (in the dtype of the others when it holds none), their encoded targets and
+        weights, and whether the fit holds rows out to stop early (:meth:`_stops_early`).
 
         Whatever this raises, it raises on every rank: it decides on gathered values.
         """
@@ -482,12 +500,15 @@ class _SparseSGD(BaseEstimator):
                 "The 'classes' of partial_fit must be the same on every rank. Got "
                 f"{_per_rank(gathered, 'classes')}."
             )
-        if sum(rank["rows"] for rank in gathered) == 0:
+        n_rows = sum(rank["rows"] for rank in gathered)
+        if n_rows == 0:
             raise ValueError(
                 f"Found array with 0 sample(s) on all {comm.Get_size()} ranks, while a "
                 "minimum of 1 is required."
             )
-        if sum(rank["weight"] for rank in gathered) == 0:
+        stops_early = self._stops_early(n_rows, partial)
+        # rows held out have their weights checked first (:meth:`_hold_out`)
+        if sum(rank["weight"] for rank in gathered) == 0 and not stops_early:
             raise ValueError("Sample weights must contain at least one non-zero number.")
         X = X.astype(dtypes[0], copy=False)  # a rank without rows takes the others' dtype
         # the ranks that hold rows decide whether the input is sparse (intercept decay)
@@ -540,7 +561,7 @@ class _SparseSGD(BaseEstimator):
             verbose=self.verbose,
             classifier=isinstance(self, ClassifierMixin),
         )
-        return setup, X, y_encoded, sample_weight
+        return setup, X, y_encoded, sample_weight, stops_early
 
     def _initial_weights(self, setup, partial, coef_init, intercept_init, previous_classes):
         """The weights to start from: those of the last fit (``partial_fit``, or ``fit``
@@ -570,27 +591,32 @@ class _SparseSGD(BaseEstimator):
                 shape = f"({n_out}, {n_features}) (classes, features)"
                 fits = coef.shape == (n_out, n_features)
             if not fits:
-                raise ValueError(f"{names[0]} must have shape {shape}; got {coef.shape}.")
+                raise ValueError(
+                    f"Provided {names[0]} does not match dataset: its shape must be {shape}; "
+                    f"got {coef.shape}."
+                )
             weights.v[:] = coef.ravel()
         if intercept_init is not None:
             intercept = np.asarray(intercept_init, np.float64)
             allowed = [(n_out,)] + ([()] if n_out == 1 else [])
             if intercept.shape not in allowed:
                 shapes = " or ".join(map(str, allowed))
-                raise ValueError(f"{names[1]} must have shape {shapes}; got {intercept.shape}.")
+                raise ValueError(
+                    f"Provided {names[1]} does not match dataset: its shape must be {shapes}; "
+                    f"got {intercept.shape}."
+                )
             weights.intercept[:] = intercept
         return weights
 
-    def _stops_early(self, comm, X, partial):
-        """Whether this fit holds rows out and stops on their score: ``early_stopping``,
-        where ``"auto"`` means with :data:`EARLY_STOPPING_ROWS` rows or more on all the
-        ranks together, and a ``tol`` to stop by (never for ``partial_fit``)."""
+    def _stops_early(self, n_rows, partial):
+        """Whether a fit of ``n_rows`` rows (all ranks together) holds rows out and stops
+        on their score: ``early_stopping``, where ``"auto"`` means with
+        :data:`EARLY_STOPPING_ROWS` rows or more, and a ``tol`` to stop by (never for
+        ``partial_fit``)."""
         if partial or not self.early_stopping:
             return False
         if isinstance(self.early_stopping, str):  # "auto"
-            if self.tol is None:  # no stopping: every row trains
-                return False
-            return comm.allreduce(X.shape[0]) >= EARLY_STOPPING_ROWS
+            return self.tol is not None and n_rows >= EARLY_STOPPING_ROWS
         return True
 
     def _hold_out(self, comm, y, row_weight, setup):
@@ -688,10 +714,10 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     """Linear classifiers (SVM, logistic regression, ...) by SGD over sparse allreduce.
 
     The parameters shared with :class:`sklearn.linear_model.SGDClassifier` mean what they
-    mean there, but for the differences the README lists ("Where the meaning differs from
-    scikit-learn's"). Every rank takes SGD steps on its own rows; every ``local_steps``
-    steps the ranks average their changes to the model (:mod:`sparcml_apps.exchange`).
-    Own parameters:
+    mean there and take the same values, but for the differences listed, each with its
+    reason, in docs/sklearn-differences.md. Every rank takes SGD steps on its own rows;
+    every ``local_steps`` steps the ranks average their changes to the model
+    (:mod:`sparcml_apps.exchange`). Own parameters, and own values of shared ones:
 
     average : bool, int or "auto", default="auto"
         As scikit-learn's (True: average every step's weights; n: from sample time n on),
@@ -700,12 +726,11 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     early_stopping : bool or "auto", default="auto"
         As scikit-learn's (True: hold ``validation_fraction`` of the rows out and stop
         once their score has not risen by ``tol`` for ``n_iter_no_change`` epochs; False:
-        stop on the training loss of the epochs' steps), and ``"auto"``: True for a fit of
-        10,000 rows or more (all ranks together) with a ``tol``, holding out at most
-        10,000 of them, else False. The score is that of the model the fit returns (the
-        average, once averaging began), so P ranks stop where one rank would; the loss of
-        the steps falls more slowly on more ranks (each rank steps on its own rows). Never
-        for ``partial_fit``.
+        stop on the training objective of the epochs' steps, their loss and the penalty),
+        and ``"auto"``: True for a fit of 10,000 rows or more (all ranks together) with a
+        ``tol``, holding out at most 10,000 of them, else False. The score is that of the
+        model the fit returns (the average, once averaging began). Never for
+        ``partial_fit``.
     batch_size : int, default=1
         Rows per rank per step: a step applies the mean of their gradients. With 1 on one
         rank, it is scikit-learn's per-row SGD.
@@ -772,11 +797,10 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
     ``resumed_from_``: the checkpoint folder the last fit resumed from (else None).
     """
 
+    _passive_aggressive_loss = "hinge"  # the loss learning_rate="pa1" and "pa2" go with
     _parameter_constraints = {
         **_SparseSGD._parameter_constraints,
-        "loss": [
-            StrOptions({"hinge", "log_loss", "squared_hinge", "modified_huber", "perceptron"})
-        ],
+        "loss": [StrOptions(set(K.LOSSES))],
         "class_weight": [StrOptions({"balanced"}), dict, None],
     }
 
@@ -989,17 +1013,19 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
 
 
 class SparseSGDRegressor(RegressorMixin, _SparseSGD):
-    """Linear regression (squared error, Huber, epsilon-insensitive) by SGD over sparse
-    allreduce. Parameters and attributes as :class:`SparseSGDClassifier`, less the class
-    ones; the shared ones mean what they mean in :class:`sklearn.linear_model.SGDRegressor`.
-    ``average`` is False by default, as scikit-learn's: regression with its slowly decaying
-    default rate is still far from the optimum when averaging would begin, and the average
-    lags behind.
+    """Linear regression (squared error, Huber, epsilon-insensitive, squared
+    epsilon-insensitive) by SGD over sparse allreduce.
+
+    Parameters and attributes as :class:`SparseSGDClassifier`, less the class ones, but
+    ``average=False`` by default, as scikit-learn's; the shared ones mean what they mean in
+    :class:`sklearn.linear_model.SGDRegressor`, but for the differences listed, each with
+    its reason, in docs/sklearn-differences.md.
     """
 
+    _passive_aggressive_loss = "epsilon_insensitive"
     _parameter_constraints = {
         **_SparseSGD._parameter_constraints,
-        "loss": [StrOptions({"squared_error", "huber", "epsilon_insensitive"})],
+        "loss": [StrOptions(REGRESSION_LOSSES)],
     }
 
     def __init__(

@@ -85,6 +85,7 @@ class Exchange:
         # this rank's changes, written in place
         self.buffer = np.empty(0, self.index_dtype), np.empty(0, setup.value_dtype)
         self.pending = None  # with overlap: (request, active ranks, own changes)
+        self.pending_zeroed = False  # a step shrank the weights to zero since it was sent
         self.calls = 0  # exchanges this epoch
         self.change_entries = self.sent_entries = 0  # this epoch's, of this rank
         self.dense_bytes = 0  # what a dense allreduce of the same vectors would send
@@ -204,7 +205,21 @@ class Exchange:
             return
         request, active, mine = self.pending
         self.pending = None
-        self._settle(request.wait(), 1.0 / active, mine)
+        total = request.wait()
+        if self.pending_zeroed:  # the weights' changes shrank to zero with the weights
+            self.pending_zeroed = False
+            n_weights = self.setup.n_out * self.setup.n_features
+            if isinstance(total, np.ndarray):
+                total[:n_weights] = 0.0
+            else:
+                total.values[: np.searchsorted(total.indices, n_weights)] = 0.0
+            mine.values[: mine.nnz - self.setup.n_out] = 0.0
+        self._settle(total, 1.0 / active, mine)
+
+    def zero_in_flight(self):
+        """A step shrank the weights to zero: so do the weights' changes in flight."""
+        if self.pending is not None:
+            self.pending_zeroed = True
 
     def end_epoch(self):
         """Nothing is in flight and every rank's copy is the agreed model (as an exchange

@@ -21,8 +21,10 @@ LOSSES = {
     "huber": 5,
     "epsilon_insensitive": 6,
     "perceptron": 7,
+    "squared_epsilon_insensitive": 8,
 }
-SCHEDULES = {"constant": 0, "optimal": 1, "invscaling": 2, "adaptive": 3}
+SCHEDULES = {"constant": 0, "optimal": 1, "invscaling": 2, "adaptive": 3, "pa1": 4, "pa2": 5}
+PASSIVE_AGGRESSIVE = 4  # schedules from this code on size each row's step by its loss
 MAX_DLOSS = 1e12
 
 # params: the options of a fit
@@ -84,6 +86,12 @@ def loss_and_slope(code, p, y, param):
         if abs(r) <= param:
             return 0.5 * r * r, r
         return param * abs(r) - 0.5 * param * param, (param if r > 0.0 else -param)
+    if code == 8:  # squared_epsilon_insensitive
+        if -r > param:
+            return (-r - param) ** 2, -2.0 * (-r - param)
+        if r > param:
+            return (r - param) ** 2, 2.0 * (r - param)
+        return 0.0, 0.0
     # epsilon_insensitive
     if -r > param:
         return -r - param, -1.0
@@ -130,9 +138,10 @@ def sort_keys(keys, n, scratch):
 
 @njit(cache=True, nogil=True)
 def rate(params, state):
-    """The learning rate at the current sample time ``state[T]``."""
+    """The learning rate at the current sample time ``state[T]`` (passive-aggressive
+    schedules: ``eta0``, the rate of the L2 shrink; :func:`batch_coefs` sizes their steps)."""
     schedule = params[SCHEDULE]
-    if schedule == 0:
+    if schedule == 0 or schedule >= PASSIVE_AGGRESSIVE:
         return params[ETA0]
     if schedule == 1:
         return 1.0 / (params[ALPHA] * (params[T0] + state[T] - 1.0))
@@ -160,10 +169,16 @@ def batch_coefs(
 ):
     """``coefs[c, r]`` = eta * weight * dloss of row ``rows[r]`` for output ``c``, all
     predicted with the weights as they are, the slope clipped at ``MAX_DLOSS`` (counted in
-    ``state[CLIPPED]``); returns the rows' summed (weighted) loss."""
+    ``state[CLIPPED]``); returns the rows' summed (weighted) loss.
+
+    Passive-aggressive schedules size each row's step by its loss instead of ``eta``:
+    ``min(eta0, loss / ||x||^2)`` ("pa1"; none for an empty row) or
+    ``loss / (||x||^2 + 1 / (2 eta0))`` ("pa2"), over the batch's rows."""
     n_features = int(params[N_FEATURES])
     code = int(params[LOSS])
     multiclass = params[MULTICLASS] > 0
+    schedule = params[SCHEDULE]
+    eta0 = params[ETA0]
     wscale = state[WSCALE]
     loss_sum = 0.0
     for c in range(int(params[N_OUT])):
@@ -184,7 +199,17 @@ def batch_coefs(
             if slope > MAX_DLOSS or slope < -MAX_DLOSS:
                 state[CLIPPED] += 1.0
                 slope = MAX_DLOSS if slope > 0 else -MAX_DLOSS
-            coefs[c, r] = eta * weight * slope
+            if schedule < PASSIVE_AGGRESSIVE:
+                coefs[c, r] = eta * weight * slope
+                continue
+            norm = 0.0
+            for k in range(indptr[row], indptr[row + 1]):
+                norm += data[k] * data[k]
+            if schedule == PASSIVE_AGGRESSIVE:
+                step = min(eta0, value / norm) if norm > 0.0 else 0.0
+            else:
+                step = value / (norm + 0.5 / eta0)
+            coefs[c, r] = step / rows.size * weight * slope
     return loss_sum
 
 
@@ -248,6 +273,7 @@ def steps(
     offsets,
     average_intercept,
     agreed,
+    residual,
     flags,
     touched,
     n_touched,
@@ -257,12 +283,16 @@ def steps(
     """Steps ``first`` to ``stop - 1`` of an epoch over this rank's rows ``order``; the
     summed (weighted) loss of the epoch's rows so far (``loss_sum`` before them, so that
     the sum is the same however the epoch's steps are split), the count of weights listed
-    in ``touched``, and the step it stopped before: ``stop``, or earlier where ``wscale``
-    must first be folded into the weights (:func:`renormalize`).
+    in ``touched``, the step it stopped before: ``stop``, or earlier where ``wscale`` must
+    first be folded into the weights (:func:`renormalize`), and whether a step shrank the
+    weights to zero.
 
     Step ``s`` takes the rows ``order[s * batch : (s + 1) * batch]`` (none once they run
     out): the mean of their gradients at the rate of the current sample time, after the L2
-    shrink of one step, ``wscale *= 1 - eta * l2``; the sample time then advances by one.
+    shrink of one step, ``wscale *= max(0, 1 - eta * l2)``; the sample time then advances
+    by one. A shrink to zero (``eta * l2 >= 1``) makes every weight zero before the step's
+    changes: the model, the agreed model and the ``residual`` fold the zero scale in (the
+    caller zeroes the weights of changes in flight).
     With ``agreed`` empty the steps change the model itself (L1 per weight through
     :func:`change_weight`); otherwise this rank's copy ``v`` (plain updates: the ranks book
     L1 when they exchange, :func:`settle`). Once averaging began, each change ``d`` of
@@ -276,12 +306,14 @@ def steps(
     decay = params[INTERCEPT_DECAY] if params[FIT_INTERCEPT] > 0 else 0.0
     alone = agreed.size == 0
     listing = flags.size > 0
+    zeroed = False
     for s in range(first, stop):
         if state[WSCALE] < RENORMALIZE_BELOW:
-            return loss_sum, n_touched, s
+            return loss_sum, n_touched, s, zeroed
+        eta = rate(params, state)
+        shrink = max(0.0, 1.0 - eta * params[L2])
         lo = min(s * batch, order.size)
         rows = order[lo : min(lo + batch, order.size)]
-        eta = rate(params, state)
         if rows.size > 0:
             loss_sum += batch_coefs(
                 indptr,
@@ -299,7 +331,10 @@ def steps(
                 eta / rows.size,
                 coefs,
             )
-        state[WSCALE] *= max(0.0, 1.0 - eta * params[L2])
+        state[WSCALE] *= shrink
+        if shrink == 0.0:  # every weight is zero now
+            renormalize(state, v, agreed, residual, offsets)
+            zeroed = True
         if (
             params[AVERAGE_START] > 0
             and state[AVERAGE_SUM] < 0
@@ -351,7 +386,7 @@ def steps(
             for c in range(n_out):
                 average_intercept[c] += intercept[c]
         state[T] += 1.0
-    return loss_sum, n_touched, stop
+    return loss_sum, n_touched, stop, zeroed
 
 
 @njit(cache=True, nogil=True)

@@ -2,8 +2,9 @@
 
 Each rank takes SGD steps on its own rows, ``batch_size`` rows a step: the mean of their
 gradients at the learning rate of the current sample time ``t`` (steps taken so far),
-after the L2 shrink of one step, ``w = wscale * v`` with ``wscale *= 1 - eta * l2``; with
-one row a step it is scikit-learn's per-row SGD. Every ``local_steps`` steps the ranks
+after the L2 shrink of one step, ``w = wscale * v`` with ``wscale *= max(0, 1 - eta * l2)``
+(a step with ``eta * l2 >= 1`` starts from zero weights); with one row a step it is
+scikit-learn's per-row SGD. Every ``local_steps`` steps the ranks
 average their changes to the model since they last agreed (:mod:`sparcml_apps.exchange`),
 so all ranks hold the same model, bit for bit, after every exchange; an epoch ends with
 one. Every rank advances ``t`` and ``wscale`` alike, whether it had rows in a step or not,
@@ -51,7 +52,7 @@ class Setup:
     pos_weight: np.ndarray  # per output: weight of rows whose target is +1 ...
     neg_weight: np.ndarray  # ... and of the others
     value_dtype: np.dtype  # of the vectors sent
-    loss_param: float = 0.1  # epsilon of huber and epsilon_insensitive
+    loss_param: float = 0.1  # epsilon of huber and the epsilon-insensitive losses
     shuffle: bool = True
     seed: int = 0
     tol: float | None = 1e-3
@@ -425,7 +426,7 @@ class _Epochs:
 
     def _kernel(self, order, first, stop, loss_sum):
         X, w, setup, exchange = self.X, self.weights, self.setup, self.exchange
-        loss_sum, n_touched, done = K.steps(
+        loss_sum, n_touched, done, zeroed = K.steps(
             self.indptr,
             self.indices,
             X.data,
@@ -445,6 +446,7 @@ class _Epochs:
             w.offsets,
             w.average_intercept,
             w.agreed,
+            w.residual if w.residual is not None else _NONE,
             exchange.flags if exchange else _FLAGS,
             exchange.touched if exchange else _TOUCHED,
             exchange.n_touched if exchange else 0,
@@ -453,6 +455,8 @@ class _Epochs:
         )
         if exchange:
             exchange.n_touched = n_touched
+            if zeroed:
+                exchange.zero_in_flight()
         return loss_sum, done
 
     def _renormalize(self):
@@ -489,9 +493,11 @@ def train(
 
     Convergence is decided on global sums, the same whatever the number of ranks: with
     rows held out, on their score (accuracy or R^2) of the model the fit would return
-    now (the average, once averaging began); else on the loss of the epoch's steps summed
-    over every rank's rows, which must fall by ``tol`` times their weight. Every rank stops
-    at the same epoch. A loss or model that is no longer finite raises ``ValueError``.
+    now (the average, once averaging began); else on the objective the steps minimize:
+    the loss of the epoch's steps summed over every rank's rows, and the penalty of the
+    model at the epoch's end once a row, which must fall by ``tol`` times the rows' weight
+    (:func:`_converge`). Every rank stops at the same epoch. A loss or model that is no
+    longer finite raises ``ValueError``.
 
     ``progress`` (a :class:`Progress` from a checkpoint, with the ``weights`` saved beside
     it) resumes a run where it was saved; the epochs it had finished count towards
@@ -575,7 +581,8 @@ def train(
         if setup.callback is not None:
             setup.callback(record, weights)
         if check_convergence and setup.tol is not None:
-            _converge(progress, record, sums, weights, setup, validation is not None)
+            rows = None if validation is not None else int(epochs.counts.sum())
+            _converge(progress, record, sums, weights, setup, rows)
         progress.epochs += 1
         progress.history.append(record.as_dict())
         if checkpoints is not None:
@@ -599,12 +606,17 @@ def _pause(checkpoints, weights, progress, epochs, stats, begin, comm):
     return pause
 
 
-def _converge(progress, record, sums, weights, setup, validating):
-    """Count the epoch towards convergence; ``progress.done`` once the run has converged."""
-    if validating:
+def _converge(progress, record, sums, weights, setup, rows):
+    """Count the epoch towards convergence; ``progress.done`` once the run has converged.
+
+    With rows held out (``rows`` None) the measure is their score; else the objective the
+    steps minimize over the epoch's ``rows`` (all ranks): their summed loss, weighted, and
+    ``rows`` times the penalty of the model at the epoch's end; it must fall by ``tol``
+    times the rows' weight."""
+    if rows is None:
         measure, tolerance = -record.validation_score, setup.tol
     else:
-        measure, tolerance = float(sums[0]), setup.tol * sums[1]
+        measure, tolerance = float(sums[0]) + rows * _penalty(weights, setup), setup.tol * sums[1]
     progress.no_improvement = (
         progress.no_improvement + 1 if measure > progress.best - tolerance else 0
     )
@@ -619,6 +631,18 @@ def _converge(progress, record, sums, weights, setup, validating):
             progress.done = True
 
 
+def _penalty(weights, setup):
+    """The penalty of the current weights ``w``: ``l2 / 2 * ||w||^2 + l1 * ||w||_1`` (every
+    rank holds the same weights after an epoch)."""
+    if setup.l2 == 0 and setup.l1 == 0:
+        return 0.0
+    scale = weights.state[K.WSCALE]
+    penalty = 0.5 * setup.l2 * scale * scale * float(np.dot(weights.v, weights.v))
+    if setup.l1 > 0:
+        penalty += setup.l1 * abs(scale) * float(np.abs(weights.v).sum())
+    return penalty
+
+
 def _check_finite(record, weights, setup):
     """Raise, on every rank alike, when training has overflowed (as scikit-learn does)."""
     finite = math.isfinite(record.loss) and math.isfinite(weights.state[K.WSCALE])
@@ -628,11 +652,20 @@ def _check_finite(record, weights, setup):
     if not finite:
         raise ValueError(
             f"Floating-point under-/overflow occurred at epoch #{record.epoch}: the loss or "
-            f"the weights are no longer finite (mean loss {record.loss!r}). Scaling the "
-            "input data (StandardScaler or MaxAbsScaler) or a smaller learning rate "
-            f"(eta0, currently {setup.eta0!r} with learning_rate={setup.learning_rate!r}) "
-            "might help."
+            f"the weights are no longer finite (mean loss {record.loss!r}). Scaling input "
+            "data with StandardScaler or MinMaxScaler might help (MaxAbsScaler keeps sparse "
+            f"rows sparse), as might {_smaller_steps(setup)}."
         )
+
+
+def _smaller_steps(setup):
+    """What makes the steps of ``setup`` smaller, in words."""
+    if setup.learning_rate == "optimal":  # eta0 plays no part
+        return f"a larger alpha (currently {setup.alpha!r}; the rate is 1 / (alpha * (t0 + t)))"
+    hint = f"a smaller eta0 (currently {setup.eta0!r} with learning_rate={setup.learning_rate!r})"
+    if setup.learning_rate == "invscaling" and setup.power_t < 0:
+        hint += f" or power_t >= 0 (currently {setup.power_t!r}: the rate grows)"
+    return hint
 
 
 def _describe(record):

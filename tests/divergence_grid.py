@@ -1,6 +1,7 @@
 """Every loss, learning rate and penalty at default options, on standardized and unscaled
 data: the scores of scikit-learn's estimators and of sparcml's (in one process or on the
-ranks of ``comm``)."""
+ranks of ``comm``). The classifier's losses here are its own; it also takes the regressor's,
+compared with scikit-learn's in tests/test_estimators_parity.py."""
 
 import itertools
 import warnings
@@ -13,7 +14,7 @@ from sklearn.preprocessing import StandardScaler
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
 
 CLASSIFIER_LOSSES = ["hinge", "log_loss", "modified_huber", "squared_hinge", "perceptron"]
-REGRESSOR_LOSSES = ["squared_error", "huber", "epsilon_insensitive"]
+REGRESSOR_LOSSES = ["squared_error", "huber", "epsilon_insensitive", "squared_epsilon_insensitive"]
 LEARNING_RATES = ["optimal", "invscaling", "constant", "adaptive"]
 PENALTIES = ["l2", "l1", "elasticnet", None]
 SCALES = ["standardized", "unscaled"]

@@ -52,7 +52,21 @@ def squared_error_slope(p, y):
     return p - y
 
 
-SLOPES = {"log_loss": log_loss_slope, "squared_error": squared_error_slope}
+def hinge_slope(p, y):
+    return np.where(p * y <= 1.0, -y, 0.0)
+
+
+SLOPES = {"log_loss": log_loss_slope, "squared_error": squared_error_slope, "hinge": hinge_slope}
+
+
+def passive_aggressive_steps(rows, margin, target, learning_rate, eta0):
+    """The step of each row (hinge loss): ``min(eta0, loss / ||x||^2)`` ("pa1", none for an
+    empty row) or ``loss / (||x||^2 + 1 / (2 eta0))`` ("pa2")."""
+    loss = np.maximum(0.0, 1.0 - margin * target)
+    norm = np.asarray(rows.multiply(rows).sum(axis=1)).ravel()
+    if learning_rate == "pa1":
+        return np.where(norm > 0, np.minimum(eta0, loss / np.where(norm > 0, norm, 1.0)), 0.0)
+    return loss / (norm + 0.5 / eta0)
 
 
 def reference_fit(
@@ -124,7 +138,7 @@ def reference_fit(
                 # as scikit-learn: the first step at the rate of a typical weight
                 typical = np.sqrt(1.0 / np.sqrt(alpha))
                 eta = 1.0 / (alpha * (1.0 / (typical * alpha) + t - 1.0))
-            elif learning_rate == "constant":
+            elif learning_rate in ("constant", "pa1", "pa2"):
                 eta = eta0
             else:
                 eta = eta0 / t**power_t
@@ -134,7 +148,10 @@ def reference_fit(
                 own = w if alone else copies[p]
                 margin = rows @ own + (b if alone else intercepts[p])
                 target = y[step * batch : (step + 1) * batch]
-                coefs.append(eta * slope(margin, target) / max(rows.shape[0], 1))
+                rates = eta
+                if learning_rate in ("pa1", "pa2"):
+                    rates = passive_aggressive_steps(rows, margin, target, learning_rate, eta0)
+                coefs.append(rates * slope(margin, target) / max(rows.shape[0], 1))
             factor = max(0.0, 1.0 - eta * alpha * (1 - l1_ratio))
             w *= factor
             for p in range(nprocs):

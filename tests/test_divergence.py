@@ -4,12 +4,13 @@ learning rate, on standardized and unscaled data, and every penalty with each of
 
 import json
 
+import numpy as np
 import pytest
 from divergence_grid import CONVERGED, data, scores
 from mpirun import run_mpi
-from sklearn.linear_model import SGDRegressor
+from sklearn.linear_model import SGDClassifier, SGDRegressor
 
-from sparcml_apps import SparseSGDRegressor
+from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
 
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 
@@ -74,14 +75,33 @@ def test_defaults_converge_on_features_ten_times_larger():
     assert ours.score(X, y) > 0.999
 
 
+# the phrase scikit-learn's own tests look for
+OVERFLOW = (
+    r"Floating-point under-/overflow occurred at epoch #1\b.* Scaling input data with "
+    r"StandardScaler or MinMaxScaler might help\b"
+)
+
+
 def test_a_loss_that_overflows_raises_as_scikit_learn_does():
     X, y = data("regressor", "standardized")
     X = X * 1e160
-    message = r"overflow occurred at epoch #1"
-    with pytest.raises(ValueError, match=message + r".*StandardScaler"):
+    with pytest.raises(ValueError, match=OVERFLOW) as raised:
         SparseSGDRegressor(random_state=0).fit(X, y)
-    with pytest.raises(ValueError, match=message):
+    assert "a smaller eta0 (currently 0.01 with learning_rate='invscaling')" in str(raised.value)
+    with pytest.raises(ValueError, match=OVERFLOW):
         SGDRegressor(random_state=0).fit(X, y)
+
+
+def test_an_overflow_at_the_optimal_rate_points_to_alpha_not_eta0():
+    X, y = data("classifier", "standardized")
+    X[:, :2] *= 1e300  # two features of a wildly other scale
+    with np.errstate(all="raise"):  # the check itself computes nothing that overflows
+        with pytest.raises(ValueError, match=OVERFLOW) as raised:
+            SparseSGDClassifier(loss="squared_hinge", alpha=0.1, random_state=0).fit(X, y)
+        with pytest.raises(ValueError, match=OVERFLOW):
+            SGDClassifier(loss="squared_hinge", alpha=0.1, random_state=0).fit(X, y)
+    assert "a larger alpha (currently 0.1;" in str(raised.value)
+    assert "eta0" not in str(raised.value)  # the optimal rate does not use it
 
 
 def test_steps_that_diverge_say_so():

@@ -18,20 +18,6 @@ SAME_AS_SGD = {
 }
 
 
-AVERAGED = {
-    "check_class_weight_classifiers": (
-        "the model averaged from the second epoch on (the default) still carries the "
-        "wide swings that class weights 10^7 apart make, when the loss stops improving; "
-        "checked without averaging below"
-    ),
-}
-
-
-def expected_failures(estimator):
-    averaged = getattr(estimator, "average", None) == "auto"
-    return SAME_AS_SGD | (AVERAGED if averaged else {})
-
-
 @parametrize_with_checks(
     [
         SparseSGDClassifier(),
@@ -41,7 +27,7 @@ def expected_failures(estimator):
         SparseSGDRegressor(compression="topk"),
         SparseSGDClassifier(compression="topk", diagnostics=True),
     ],
-    expected_failed_checks=expected_failures,
+    expected_failed_checks=lambda estimator: SAME_AS_SGD,
 )
 def test_scikit_learn_compatible(estimator, check):
     check(estimator)

@@ -188,7 +188,7 @@ def test_string_labels_and_binary_probabilities():
     assert "not available for loss='hinge'" in str(error.value.__cause__)
 
 
-@pytest.mark.parametrize("loss", ["squared_error", "huber", "epsilon_insensitive"])
+@pytest.mark.parametrize("loss", sorted(SGDRegressor.loss_functions))
 def test_regressor_matches_scikit_learn(loss):
     X, y = make_regression(n_samples=2000, n_features=20, noise=5.0, random_state=0)
     y = y / y.std()
@@ -237,6 +237,39 @@ def test_early_stopping_uses_a_validation_score():
     assert model.n_iter_ < 1000
 
 
+def first_stop(measures, tol=1e-3, n_iter_no_change=5):
+    """The epoch the stopping rule ends at, for these per-epoch measures."""
+    best, worse = np.inf, 0
+    for epoch, measure in enumerate(measures, start=1):
+        worse = worse + 1 if measure > best - tol else 0
+        best = min(best, measure)
+        if worse >= n_iter_no_change:
+            return epoch
+    return len(measures)
+
+
+@pytest.mark.parametrize(("penalty", "l1_ratio"), [("l2", 0.0), ("elasticnet", 0.15)])
+def test_tol_stops_on_the_objective_the_steps_minimize(penalty, l1_ratio):
+    # one class weighs ten times the other: the loss stops improving long before its sum
+    # with the penalty of the (shrinking) weights does, which the steps minimize
+    X, y = make_classification(n_samples=200, n_features=10, random_state=0)
+    options = dict(
+        alpha=0.001, penalty=penalty, l1_ratio=l1_ratio, class_weight={0: 10, 1: 1},
+        average=False, max_iter=300, random_state=0,
+    )  # fmt: skip
+    epochs = []
+    SparseSGDClassifier(tol=None, callback=lambda model, record: epochs.append(
+        (record["loss"], model.coef_.ravel().copy())), **options).fit(X, y)  # fmt: skip
+    alpha = options["alpha"]
+    objective = [
+        loss + alpha * ((1 - l1_ratio) / 2 * (w @ w) + l1_ratio * np.abs(w).sum())
+        for loss, w in epochs
+    ]
+    stopped = SparseSGDClassifier(**options).fit(X, y)
+    assert stopped.n_iter_ == first_stop(objective) < 300
+    assert first_stop([loss for loss, _ in epochs]) < stopped.n_iter_ - 10  # loss alone
+
+
 @pytest.mark.parametrize(
     ("change", "error", "message"),
     [
@@ -273,7 +306,7 @@ def test_bad_sample_weight_and_predict_width():
         ({"topk": 1.5}, "The 'topk' parameter of SparseSGDClassifier must be"),
         ({"compression": "qsgd"}, "The 'compression' parameter of SparseSGDClassifier must be"),
         ({"allreduce": "ring"}, "The 'allreduce' parameter of SparseSGDClassifier must be"),
-        ({"learning_rate": "constant", "eta0": 0}, "'eta0' parameter .* must be > 0"),
+        ({"eta0": 0}, r"The 'eta0' parameter of SparseSGDClassifier must be .* \(0.0, inf\)"),
         ({"alpha": 0}, "'alpha' parameter .* must be > 0 with learning_rate='optimal'"),
         ({"comm": "world"}, "The 'comm' parameter of SparseSGDClassifier must be"),
         ({"diagnostics": "yes"}, "The 'diagnostics' parameter of SparseSGDClassifier must be"),

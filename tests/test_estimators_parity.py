@@ -3,13 +3,21 @@ estimators here: shapes of initial weights, classes across calls, dtypes, losses
 early-stopping split and the parameters where True is not a number."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file, make_classification, make_regression
+from sklearn.datasets import (
+    load_breast_cancer,
+    load_iris,
+    load_svmlight_file,
+    make_classification,
+    make_regression,
+)
 from sklearn.linear_model import SGDClassifier, SGDRegressor
-from sklearn.model_selection import StratifiedShuffleSplit
+from sklearn.model_selection import StratifiedShuffleSplit, train_test_split
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 from testdata import LIBSVM, needs_a9a
 
@@ -64,7 +72,7 @@ def test_initial_weights_of_the_wrong_shape_are_refused_as_by_scikit_learn(
     ours = outcome(ours_class(**options).fit, X, y, **inits)
     if isinstance(theirs, type):
         assert ours is theirs is ValueError
-        with pytest.raises(ValueError, match="_init must have shape"):
+        with pytest.raises(ValueError, match="Provided .*_init does not match dataset"):
             ours_class(**options).fit(X, y, **inits)
     else:  # a step of 1e-12 leaves the weights where they started, as scikit-learn's
         assert ours.coef_.shape == theirs.coef_.shape
@@ -159,7 +167,7 @@ def scikit_learns_loss(loss):
     """``(p, y) -> (loss, slope)`` of scikit-learn's own SGD loss objects (epsilon 0.3)."""
     functions = {**SGDClassifier.loss_functions, **SGDRegressor.loss_functions}
     make, *args = functions[loss]
-    function = make(*([0.3] if loss in ("huber", "epsilon_insensitive") else args))
+    function = make(*([0.3] if "epsilon" in loss or loss == "huber" else args))
     if hasattr(function, "py_loss"):
         return lambda p, y: (function.py_loss(p, y), function.py_dloss(p, y))
 
@@ -176,13 +184,44 @@ def scikit_learns_loss(loss):
 @pytest.mark.parametrize("loss", sorted(K.LOSSES))
 def test_every_loss_and_slope_is_scikit_learns(loss):
     reference = scikit_learns_loss(loss)
-    classification = loss in SGDClassifier.loss_functions and loss != "squared_error"
+    classification = loss not in SGDRegressor.loss_functions
     for p in np.linspace(-3, 3, 61):
         for y in (-1.0, 1.0) if classification else (-1.0, 1.0, 0.4, 2.5):
             value, slope = K.loss_and_slope(K.LOSSES[loss], p, y, 0.3)
             want_value, want_slope = reference(p, y)
             assert value == pytest.approx(want_value, rel=1e-12, abs=1e-12), (p, y)
             assert slope == pytest.approx(want_slope, rel=1e-12, abs=1e-12), (p, y)
+
+
+@pytest.fixture(scope="module")
+def two_problems():
+    """Train and test rows of a binary problem (standardized breast cancer measurements)
+    and of a three-class one."""
+    X, y = load_breast_cancer(return_X_y=True)
+    cancer = train_test_split(StandardScaler().fit_transform(X), y, test_size=0.3, random_state=0)
+    X, y = make_classification(
+        n_samples=600, n_features=20, n_informative=8, n_classes=3, random_state=0
+    )
+    return {
+        "binary": cancer,
+        "three classes": train_test_split(X, y, test_size=0.3, random_state=0),
+    }
+
+
+@pytest.mark.parametrize("loss", sorted(SGDClassifier.loss_functions))
+def test_the_classifier_trains_with_every_loss_to_scikit_learns_accuracy(two_problems, loss):
+    # the regression losses fit the +-1 of each class at the regressor's default rate (at
+    # the optimal rate squared losses diverge, for scikit-learn as here)
+    regression = loss in SGDRegressor.loss_functions
+    options = dict(learning_rate="invscaling", eta0=0.01, power_t=0.25) if regression else {}
+    for name, (X, X_test, y, y_test) in two_problems.items():
+        scores = [
+            [make(loss=loss, random_state=seed, **options).fit(X, y).score(X_test, y_test)
+             for seed in range(3)]
+            for make in (SparseSGDClassifier, SGDClassifier)
+        ]  # fmt: skip
+        ours, theirs = np.mean(scores, axis=1)
+        assert ours >= theirs - 0.02, (name, scores)
 
 
 @needs_a9a
@@ -235,3 +274,119 @@ def test_true_is_not_taken_for_one(param):
     X, y = make_classification(n_samples=50, n_features=5, random_state=0)
     with pytest.raises(InvalidParameterError, match=f"The '{param}' parameter .* not a bool"):
         SparseSGDClassifier(compression="topk", **{param: True}).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    ("loss", "alpha", "learning_rate", "penalty"),
+    [
+        ("hinge", 1.0, "optimal", "l2"),
+        ("log_loss", 3.0, "optimal", "elasticnet"),
+        ("hinge", 20.0, "invscaling", "l2"),
+        ("hinge", 1e5, "constant", "l2"),
+        ("hinge", 1e5, "constant", "elasticnet"),
+    ],
+)
+def test_a_step_that_shrinks_the_weights_to_zero_is_scikit_learns(
+    loss, alpha, learning_rate, penalty
+):
+    # eta * alpha >= 1: scikit-learn clamps the step's L2 shrink at zero (the weights
+    # restart from zero); rows in order, one a step: the same arithmetic
+    X, y = load_iris(return_X_y=True)
+    options = dict(
+        loss=loss, alpha=alpha, learning_rate=learning_rate, eta0=0.1, penalty=penalty,
+        shuffle=False, tol=None, max_iter=6, average=False,
+    )  # fmt: skip
+    for labels in (y, y == 1):
+        with np.errstate(all="raise"):  # nothing divides by zero, nothing overflows
+            ours = SparseSGDClassifier(**options).fit(X, labels)
+        theirs = SGDClassifier(**options).fit(X, labels)
+        np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-9, atol=1e-12)
+
+
+EDGE_VALUES = [
+    dict(penalty="l2", l1_ratio=None),  # l1_ratio is read with "elasticnet" only
+    dict(penalty="l1", l1_ratio=None),
+    dict(penalty=None, l1_ratio=None),
+    dict(penalty="elasticnet", l1_ratio=None),
+    dict(penalty="elasticnet", l1_ratio=1.5),
+    dict(eta0=0.0),  # refused even where the rate does not use it
+    dict(eta0=0.0, learning_rate="constant"),
+    dict(eta0=-1.0, learning_rate="invscaling"),
+    dict(tol=0.0, max_iter=50),
+    dict(tol=-1.0),
+    dict(average=0),
+    dict(average=1),
+    dict(average=-3),
+    dict(alpha=0.0),
+    dict(alpha=0.0, learning_rate="constant"),
+    dict(alpha=1.0),
+    dict(alpha=1e5, learning_rate="constant", eta0=0.1),
+    dict(power_t=-0.5, learning_rate="invscaling"),
+    dict(power_t=0.0, learning_rate="invscaling"),
+    dict(epsilon=-0.1),
+    dict(max_iter=0),
+    dict(n_iter_no_change=0),
+    dict(validation_fraction=1.0, early_stopping=True),
+    dict(learning_rate="pa1"),  # the classifier's default loss, hinge, only
+    dict(learning_rate="pa2", loss="epsilon_insensitive"),  # the regressor's only
+]
+
+
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+@pytest.mark.parametrize("params", EDGE_VALUES, ids=repr)
+def test_parameter_values_are_taken_or_refused_as_by_scikit_learn(kind, params):
+    if kind == "classifier":
+        X, y = three_classes()
+    else:
+        X, y = make_regression(n_samples=120, n_features=5, random_state=0)
+    options = {"max_iter": 5, "tol": None, "random_state": 0, **params}
+    results = []
+    for make in PAIRS[kind]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results.append((outcome(make(**options).fit, X, y), {w.category for w in caught}))
+    (theirs, their_warnings), (ours, our_warnings) = results
+    if isinstance(theirs, type):
+        assert ours is theirs  # the same exception type (InvalidParameterError or not)
+    else:
+        assert not isinstance(ours, type), ours
+        assert np.isfinite(ours.coef_).all()
+    assert our_warnings == their_warnings
+
+
+def test_refusals_say_what_scikit_learns_tests_look_for():
+    X, y = three_classes()
+    with pytest.raises(ValueError, match="l1_ratio must be set when penalty is 'elasticnet'"):
+        SparseSGDClassifier(penalty="elasticnet", l1_ratio=None).fit(X, y)
+    with pytest.warns(FutureWarning, match="Negative values for `power_t` are deprecated"):
+        SparseSGDRegressor(power_t=-0.1, max_iter=5, tol=None).fit(X, y)
+    with pytest.raises(ValueError, match="Provided coef_init does not match dataset"):
+        SparseSGDClassifier().fit(X, y % 2, coef_init=np.zeros(3))
+    with pytest.raises(ValueError, match="Provided intercept_init does not match dataset"):
+        SparseSGDClassifier().fit(X, y % 2, intercept_init=np.zeros(3))
+    weights = np.zeros(y.size)
+    for early_stopping in (False, True):  # the held-out rows' weights are checked first
+        message = "validation set are all zero" if early_stopping else "at least one non-zero"
+        for make in (SGDClassifier, SparseSGDClassifier):
+            with pytest.raises(ValueError, match=message):
+                make(early_stopping=early_stopping).fit(X, y, sample_weight=weights)
+
+
+@pytest.mark.parametrize("learning_rate", ["pa1", "pa2"])
+@pytest.mark.parametrize("penalty", [None, "l2"])
+def test_passive_aggressive_steps_are_scikit_learns(learning_rate, penalty):
+    # each row's step sized by its loss; rows in order, one a step: the same arithmetic
+    X, y = load_iris(return_X_y=True)
+    X_reg, y_reg = make_regression(n_samples=200, n_features=5, noise=1.0, random_state=0)
+    options = dict(
+        learning_rate=learning_rate, eta0=0.5, penalty=penalty, shuffle=False, tol=None,
+        max_iter=4, average=False,
+    )  # fmt: skip
+    fits = [(SparseSGDClassifier, SGDClassifier, X, labels, {}) for labels in (y, y == 1)]
+    fits.append((SparseSGDRegressor, SGDRegressor, X_reg, y_reg, {"loss": "epsilon_insensitive"}))
+    for ours_class, theirs_class, X_fit, y_fit, loss in fits:
+        ours = ours_class(**options, **loss).fit(X_fit, y_fit)
+        theirs = theirs_class(**options, **loss).fit(X_fit, y_fit)
+        np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-9, atol=1e-12)

@@ -28,6 +28,16 @@ CONFIGS = [
     # the default: the changes travel as float32 (the twins of configurations 2 and 1)
     dict(local_steps=4, exchange_dtype="float32"),
     dict(local_steps=1, list_below=np.inf, exchange_dtype="float32"),
+    # eta0 * alpha >= 1: every step's L2 shrink is zero (the weights restart from zero),
+    # on the copies, the agreed model, the residuals and the changes in flight alike
+    dict(local_steps=4, alpha=25.0),
+    dict(local_steps=4, alpha=25.0, overlap=True, average=True),
+    dict(local_steps=4, alpha=25.0, overlap=True, compression="topk", topk=5),
+    # passive-aggressive steps, sized by each row's hinge loss
+    dict(local_steps=4, loss="hinge", learning_rate="pa1", eta0=0.5, average=True),
+    dict(local_steps=4, loss="hinge", learning_rate="pa2", eta0=0.5, overlap=True),
+    # alpha >= 1 with the optimal schedule: the first step's shrink is zero
+    dict(local_steps=3, alpha=2.0, learning_rate="optimal", penalty="elasticnet", l1_ratio=0.1),
 ]
 ROUNDED = {11: 2, 12: 1}  # a float32 configuration: its float64 twin
 
@@ -70,6 +80,7 @@ def test_three_ranks_follow_a_numpy_replay(fitted, number):
         loss=config["loss"],
         learning_rate=config["learning_rate"], eta0=config["eta0"], power_t=0.25,
         overlap=config.get("overlap", False),
+        k=config["topk"] * config["local_steps"] if config.get("compression") else None,
     )  # fmt: skip
     # float32 changes: each rounded to 7 digits, at each of up to 117 exchanges
     rtol, atol = (1e-5, 1e-8) if number in ROUNDED else (1e-9, 1e-13)

@@ -121,3 +121,46 @@ def test_topk_diagnostics_follow_a_numpy_replay(error_feedback, overlap):
         np.testing.assert_allclose(record["xi"], xi, rtol=0, atol=1e-15)
     every_gamma = np.concatenate(gammas)
     assert 0.3 < every_gamma.min() and every_gamma.max() < 1  # TopK really drops entries
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(),
+        dict(average=True, batch_size=1),
+        dict(penalty="elasticnet", l1_ratio=0.005),
+        # one rank on the path of several: the agreed model and the changes in flight
+        dict(compression="topk", topk=1.0, local_steps=5),
+        dict(compression="topk", topk=1.0, local_steps=5, overlap=True, average=True),
+        dict(compression="topk", topk=3, local_steps=5, overlap=True),
+    ],
+)
+def test_a_shrink_to_zero_follows_the_arithmetic(data, options):
+    # eta0 * alpha = 1.5: every step's L2 shrink, max(0, 1 - eta * l2), is zero, so each
+    # step starts from zero weights (scikit-learn's clamp), where wscale would reach 0
+    X, y = data
+    options = {"batch_size": 4, "average": False, **options}
+    model = SparseSGDClassifier(
+        loss="log_loss", alpha=30.0, max_iter=3, tol=None, shuffle=False,
+        learning_rate="constant", eta0=0.05, **options,
+    ).fit(X, y)  # fmt: skip
+    period = options.get("local_steps", 1)
+    topk = options.get("topk")
+    w, b, *_ = reference_fit(
+        [(X, y)], alpha=30.0, l1_ratio=options.get("l1_ratio", 0.0),
+        batch=options["batch_size"], epochs=3, average=int(options["average"]), eta0=0.05,
+        period=period, k=None if topk is None else X.shape[1] if topk == 1.0 else topk * period,
+        overlap=options.get("overlap", False),
+    )  # fmt: skip
+    check_close(model, w, b)
+    assert np.abs(w).max() > 1e-3  # the last step's change: not a model of zeros
+
+
+def test_a_first_step_that_shrinks_to_zero_follows_the_optimal_schedule(data):
+    # alpha >= 1 with learning_rate="optimal": the first step's rate times alpha is
+    # alpha ** 0.75 >= 1, the shrink of that step zero; the later steps shrink less
+    X, y = data
+    options = dict(alpha=2.0, batch_size=4, max_iter=2, tol=None, shuffle=False, average=False)
+    model = SparseSGDClassifier(loss="log_loss", **options).fit(X, y)
+    w, b, *_ = reference_fit([(X, y)], alpha=2.0, batch=4, epochs=2, learning_rate="optimal")
+    check_close(model, w, b)
