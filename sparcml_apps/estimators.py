@@ -44,6 +44,12 @@ only), the score of the model does not. Ten thousand rows tell a change of ``tol
 in accuracy from ten rows, and leave more rows to train on than a tenth of a large set."""
 REGRESSION_LOSSES = {"squared_error", "huber", "epsilon_insensitive", "squared_epsilon_insensitive"}
 """The regressor's losses; the classifier takes every loss (the regression ones fit +-1)."""
+SIGNIFICANCE = 2.0
+"""With ``early_stopping="auto"``, a rise of the held-out score counts only when it passes
+``tol`` and this many standard errors of the rise (the two models' scores paired row by
+row): a rise within the noise of the held-out rows neither keeps a fit going nor keeps it
+from stopping, so fits that differ only in how slowly their score creeps (as fits on more
+ranks do) stop alike."""
 RANK_OWN = {"comm", "n_jobs", "callback", "verbose", "random_state"}
 """Parameters that may differ between ranks (rank 0's ``random_state`` seeds them all)."""
 BOOL_IS_NOT_A_NUMBER = {
@@ -400,6 +406,7 @@ class _SparseSGD(BaseEstimator):
                 max_epochs=1 if partial else self.max_iter,
                 check_convergence=not partial,
                 held=held,
+                significance=SIGNIFICANCE if isinstance(self.early_stopping, str) else 0.0,
                 progress=progress,
                 checkpoints=checkpoints,
                 block_rows=memory.block_rows(X, setup.n_out * setup.n_features, comm),
@@ -728,7 +735,9 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
         once their score has not risen by ``tol`` for ``n_iter_no_change`` epochs; False:
         stop on the training objective of the epochs' steps, their loss and the penalty),
         and ``"auto"``: True for a fit of 10,000 rows or more (all ranks together) with a
-        ``tol``, holding out at most 10,000 of them, else False. The score is that of the
+        ``tol``, holding out at most 10,000 of them, else False; a rise of the score then
+        counts only when it also passes two standard errors of the rise (the rows' scores
+        of the two models paired), not a creep within the noise. The score is that of the
         model the fit returns (the average, once averaging began). Never for
         ``partial_fit``.
     batch_size : int, default=1

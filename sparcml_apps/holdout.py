@@ -96,6 +96,11 @@ class HeldOut:
     on these columns; every epoch, each rank takes its model's values there and, while
     the ranks' averages differ, they sum them (one dense allreduce of those columns, not
     of the model); each rank then scores its own rows and the ranks sum the counts.
+
+    A rise of the score is told from noise by pairing, row by row, the model's score with
+    that of the best model so far (:meth:`keep`; its rows' values are ``weights.held_best``,
+    a part of the training state): its standard error is that of a sum of the rows'
+    differences (:func:`rise`), small where the two models agree on most rows.
     """
 
     def __init__(self, X, y, weight, setup, comm):
@@ -115,9 +120,11 @@ class HeldOut:
         self.entries = (np.arange(n_out)[:, None] * n_features + columns).ravel()
 
     def sums(self, weights):
-        """This rank's sums for :func:`score` (every rank calls it between epochs):
-        [weighted correct, weight] for a classifier; [weighted squared error, weight,
-        weighted y, weighted y^2] for a regressor."""
+        """This rank's sums for :func:`score` and :func:`rise` (every rank calls it between
+        epochs): [weighted correct, weight] for a classifier, [weighted squared error,
+        weight, weighted y, weighted y^2] for a regressor; then the weighted differences
+        of the rows' values (correct, or squared error) from those of the best model so
+        far, and the sum of their squares (weights squared)."""
         setup, state = self.setup, weights.state
         n = self.entries.size
         model = np.empty(n + setup.n_out)
@@ -140,19 +147,41 @@ class HeldOut:
         y, weight = self.y, self.weight
         if setup.classifier:
             if setup.multiclass:
-                correct = scores.argmax(axis=1) == y
+                self.values = (scores.argmax(axis=1) == y).astype(np.float64)
             else:
-                correct = np.where(scores[:, 0] > 0, 1.0, -1.0) == y
-            return [float(weight @ correct), float(weight.sum())]
-        error = scores[:, 0] - y
-        return [float(weight @ error**2), float(weight.sum()), float(weight @ y),
-                float(weight @ y**2)]  # fmt: skip
+                self.values = (np.where(scores[:, 0] > 0, 1.0, -1.0) == y).astype(np.float64)
+            sums = [float(weight @ self.values), float(weight.sum())]
+        else:
+            self.values = (scores[:, 0] - y) ** 2
+            sums = [float(weight @ self.values), float(weight.sum()), float(weight @ y),
+                    float(weight @ y**2)]  # fmt: skip
+        best = weights.held_best if weights.held_best.size else np.zeros_like(self.values)
+        change = weight * (self.values - best)
+        return sums + [float(change.sum()), float(change @ change)]
+
+    def keep(self, weights):
+        """The model :meth:`sums` last scored is the best so far."""
+        weights.held_best = self.values
 
 
 def score(sums, setup):
     """Accuracy, or R^2, from the global sums of :meth:`HeldOut.sums`."""
     if setup.classifier:
         return sums[0] / max(sums[1], 1e-300)
-    squared_error, total, first, second = sums
+    squared_error, total, first, second = sums[:4]
     spread = second - first * first / max(total, 1e-300)
     return 1.0 - squared_error / spread if spread > 0 else 0.0
+
+
+def rise(sums, setup):
+    """``(rise, standard error)`` of the score over the best model's so far, from the
+    global sums of :meth:`HeldOut.sums`: the rows' differences paired, their sum's
+    standard error the root of their summed squares (the rows taken as independent)."""
+    change, squares = sums[-2:]
+    if setup.classifier:
+        scale = max(sums[1], 1e-300)
+    else:  # R^2 falls as the squared error rises
+        total, first, second = sums[1:4]
+        scale = -(second - first * first / max(total, 1e-300))
+        scale = scale if scale < 0 else -1e-300
+    return change / scale, math.sqrt(squares) / abs(scale)

@@ -128,6 +128,7 @@ class Weights:
     average_intercept: np.ndarray = field(default_factory=lambda: _NONE)
     agreed: np.ndarray = field(default_factory=lambda: _NONE)  # several ranks
     agreed_intercept: np.ndarray = field(default_factory=lambda: _NONE)
+    held_best: np.ndarray = field(default_factory=lambda: _NONE)  # holdout.HeldOut.keep
     average_start: int = 0  # the sample time averaging starts at, once chosen
     period: int = 0  # local steps between exchanges, once chosen
     listing: bool = False  # find a rank's changes from a list of the weights it touched
@@ -223,7 +224,7 @@ class Weights:
 
 _ARRAYS = (
     "v", "intercept", "state", "l1_applied", "offsets", "average_intercept", "agreed",
-    "agreed_intercept", "residual", "in_support",
+    "agreed_intercept", "residual", "in_support", "held_best",
 )  # fmt: skip
 _NUMBERS = ("epochs", "average_start", "period", "listing", "dense", "n_support")
 
@@ -483,7 +484,7 @@ def _global_sums(comm, values):
 
 def train(
     X, y, row_weight, setup, weights, comm, *, max_epochs, check_convergence=True,
-    held=None, progress=None, checkpoints=None, block_rows=0,
+    held=None, significance=0.0, progress=None, checkpoints=None, block_rows=0,
 ):  # fmt: skip
     """Run up to ``max_epochs`` epochs on every rank of ``comm``; the list of :class:`Epoch`.
 
@@ -493,11 +494,12 @@ def train(
 
     Convergence is decided on global sums, the same whatever the number of ranks: with
     rows held out, on their score (accuracy or R^2) of the model the fit would return
-    now (the average, once averaging began); else on the objective the steps minimize:
-    the loss of the epoch's steps summed over every rank's rows, and the penalty of the
-    model at the epoch's end once a row, which must fall by ``tol`` times the rows' weight
-    (:func:`_converge`). Every rank stops at the same epoch. A loss or model that is no
-    longer finite raises ``ValueError``.
+    now (the average, once averaging began), which must rise by ``tol`` and by
+    ``significance`` standard errors of its rise (:func:`holdout.rise`; 0: by ``tol``
+    alone); else on the objective the steps minimize: the loss of the epoch's steps summed
+    over every rank's rows, and the penalty of the model at the epoch's end once a row,
+    which must fall by ``tol`` times the rows' weight (:func:`_converge`). Every rank stops
+    at the same epoch. A loss or model that is no longer finite raises ``ValueError``.
 
     ``progress`` (a :class:`Progress` from a checkpoint, with the ``weights`` saved beside
     it) resumes a run where it was saved; the epochs it had finished count towards
@@ -511,6 +513,8 @@ def train(
     validation = None
     if held is not None:
         validation = holdout.HeldOut(X[held], y[held], row_weight[held], setup, comm)
+        if progress is None:  # (a run resumed keeps the best model's scores it saved)
+            weights.held_best = _NONE
         row_weight = np.where(held, 0.0, row_weight)  # the loss sums the training rows only
     n_rows = X.shape[0] - (0 if held is None else int(np.count_nonzero(held)))
     epochs = _Epochs(X, y, row_weight, setup, weights, comm, n_rows)
@@ -581,8 +585,13 @@ def train(
         if setup.callback is not None:
             setup.callback(record, weights)
         if check_convergence and setup.tol is not None:
-            rows = None if validation is not None else int(epochs.counts.sum())
-            _converge(progress, record, sums, weights, setup, rows)
+            gain = None
+            if validation is not None:
+                gain = _significant_gain(sums[3:], record, progress, setup, significance)
+                if record.validation_score > -progress.best:
+                    validation.keep(weights)
+            rows = int(epochs.counts.sum())
+            _converge(progress, record, sums, weights, setup, gain, rows)
         progress.epochs += 1
         progress.history.append(record.as_dict())
         if checkpoints is not None:
@@ -606,20 +615,31 @@ def _pause(checkpoints, weights, progress, epochs, stats, begin, comm):
     return pause
 
 
-def _converge(progress, record, sums, weights, setup, rows):
+def _significant_gain(sums, record, progress, setup, significance):
+    """Whether the held-out score rose over the best so far by ``tol`` and by more than
+    ``significance`` standard errors of the rise (:func:`holdout.rise`)."""
+    if record.validation_score < -progress.best + setup.tol:
+        return False
+    if significance == 0 or math.isinf(progress.best):  # (the first score: no best yet)
+        return True
+    gain, error = holdout.rise(sums, setup)
+    return gain > significance * error
+
+
+def _converge(progress, record, sums, weights, setup, gain, rows):
     """Count the epoch towards convergence; ``progress.done`` once the run has converged.
 
-    With rows held out (``rows`` None) the measure is their score; else the objective the
-    steps minimize over the epoch's ``rows`` (all ranks): their summed loss, weighted, and
-    ``rows`` times the penalty of the model at the epoch's end; it must fall by ``tol``
-    times the rows' weight."""
-    if rows is None:
-        measure, tolerance = -record.validation_score, setup.tol
+    ``gain``: whether the held-out score rose enough (:func:`_significant_gain`), or None
+    when no rows are held out: then the measure is the objective the steps minimize over
+    the epoch's ``rows`` (all ranks): their summed loss, weighted, and ``rows`` times the
+    penalty of the model at the epoch's end, which must fall by ``tol`` times the rows'
+    weight."""
+    if gain is not None:
+        improved, measure = gain, -record.validation_score
     else:
-        measure, tolerance = float(sums[0]) + rows * _penalty(weights, setup), setup.tol * sums[1]
-    progress.no_improvement = (
-        progress.no_improvement + 1 if measure > progress.best - tolerance else 0
-    )
+        measure = float(sums[0]) + rows * _penalty(weights, setup)
+        improved = measure <= progress.best - setup.tol * sums[1]
+    progress.no_improvement = 0 if improved else progress.no_improvement + 1
     if record.clipped:  # steps that diverge have not converged, whatever the loss does
         progress.no_improvement = 0
     progress.best = min(progress.best, measure)

@@ -14,7 +14,13 @@ import pytest
 from mpirun import run_mpi
 from testdata import url_like
 
-from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor, checkpoint, training
+from sparcml_apps import (
+    SparseSGDClassifier,
+    SparseSGDRegressor,
+    checkpoint,
+    estimators,
+    training,
+)
 from sparcml_apps.checkpoint import CheckpointWarning
 
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
@@ -77,6 +83,28 @@ def test_a_fit_stopped_in_epoch_3_resumes_to_the_same_model(
         resumed = SparseSGDClassifier(**common, **saving, resume=True).fit(X, y)
     assert digest(resumed) == digest(never)
     assert resumed.n_iter_ == never.n_iter_ and losses(resumed) == losses(never)
+
+
+@pytest.mark.parametrize("seconds", [None, 1e-9], ids=["after-epochs", "within-epochs"])
+def test_a_fit_stopping_on_held_out_rows_resumes_to_the_same_epoch(
+    data, tmp_path, monkeypatch, seconds
+):
+    # early_stopping="auto" on 3,000 rows: the decisions pair the held-out rows' scores
+    # with the best model's, which the checkpoint carries
+    X, y = data
+    monkeypatch.setattr(estimators, "EARLY_STOPPING_ROWS", 1000)
+    monkeypatch.setattr(training, "PAUSE_STEPS", 500)
+    common = dict(random_state=0, max_iter=40, n_iter_no_change=3, loss="log_loss")
+    never = SparseSGDClassifier(**common).fit(X, y)
+    assert 4 < never.n_iter_ < 40
+    scores = [record["validation_score"] for record in never.comm_stats_]
+    assert None not in scores
+    saving = dict(checkpoint=tmp_path, checkpoint_seconds=seconds)
+    with pytest.raises(Stop):
+        SparseSGDClassifier(**common, **saving, callback=stop_at_epoch(3)).fit(X, y)
+    resumed = SparseSGDClassifier(**common, **saving, resume=True).fit(X, y)
+    assert digest(resumed) == digest(never) and resumed.n_iter_ == never.n_iter_
+    assert [record["validation_score"] for record in resumed.comm_stats_] == scores
 
 
 def test_resume_without_a_checkpoint_starts_afresh_and_a_finished_run_stays(data, tmp_path):

@@ -1,0 +1,66 @@
+"""The held-out rows' score, and its rise over the best model's so far with the standard
+error of that rise, against numpy on the same rows (classifier and regressor)."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from sparcml_apps import holdout, training
+
+
+def rows(classifier, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(400, 30, density=0.2, random_state=seed, format="csr")
+    y = np.where(rng.random(400) < 0.4, 1.0, -1.0) if classifier else rng.normal(size=400)
+    weight = rng.uniform(0.5, 2.0, 400)
+    return X, y, weight
+
+
+def setup_of(classifier):
+    return SimpleNamespace(
+        n_out=1, n_features=30, average=0, classifier=classifier, multiclass=False
+    )
+
+
+def model(seed):
+    rng = np.random.default_rng(seed)
+    return training.Weights(rng.normal(size=30), rng.normal(size=1))
+
+
+def values(X, y, weights, classifier):
+    scores = X @ weights.v + weights.intercept[0]
+    if classifier:
+        return (np.where(scores > 0, 1.0, -1.0) == y).astype(float)
+    return (scores - y) ** 2
+
+
+@pytest.mark.parametrize("classifier", [True, False], ids=["classifier", "regressor"])
+def test_the_rise_over_the_best_model_and_its_standard_error(classifier):
+    X, y, weight = rows(classifier)
+    setup = setup_of(classifier)
+    held = holdout.HeldOut(X, y, weight, setup, MPI.COMM_SELF)
+    best, now = model(1), model(2)
+    first = held.sums(best)
+    held.keep(best)
+    now.held_best = best.held_best  # (the fit's weights carry it from epoch to epoch)
+    second = held.sums(now)
+    before, after = values(X, y, best, classifier), values(X, y, now, classifier)
+    total = weight.sum()
+    if classifier:
+        scale = total
+        expected = [weight @ after / total, weight @ before / total]
+    else:
+        scale = -(weight @ y**2 - (weight @ y) ** 2 / total)
+        expected = [1 + weight @ after / scale, 1 + weight @ before / scale]
+    assert holdout.score(second, setup) == pytest.approx(expected[0])
+    assert holdout.score(first, setup) == pytest.approx(expected[1])
+    change = weight * (after - before)
+    rise, error = holdout.rise(second, setup)
+    assert rise == pytest.approx(expected[0] - expected[1])
+    assert rise == pytest.approx(change.sum() / scale)
+    assert error == pytest.approx(np.sqrt(change @ change) / abs(scale))
+    # the same model again: no rise, and no error
+    assert holdout.rise(held.sums(best), setup) == (0.0, 0.0)
