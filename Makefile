@@ -40,6 +40,7 @@ CALIBRATED_1GBIT := $(RESULTS)/calibration-1gbit.json
 bench: $(VENV)/.installed-test,bench peers
 	$(BENCH) peers $(B) --datasets $(if $(A9A),$(A9A)$(COMMA)$(A9A).t) url-like url-like-dense
 	$(BENCH) scaling $(B) $(if $(QUICK),,--datasets url-like url-like-dense $(if $(A9A),$(A9A)$(COMMA)$(A9A).t))
+	$(BENCH) stopping $(B) $(if $(QUICK),,--datasets url-like url-like-dense url-like-flat $(if $(A9A),$(A9A)$(COMMA)$(A9A).t))
 	$(BENCH) train $(B) $(if $(QUICK),,--datasets url-like $(if $(A9A),$(A9A)$(COMMA)$(A9A).t --n-features 123))
 	$(BENCH) calibrate --path $(CALIBRATED) $(if $(QUICK),--quick)
 	SPARCML_CALIBRATION=$(CALIBRATED) $(BENCH) allreduce $(B)

@@ -199,6 +199,38 @@ def test_scaling(tmp_path):
 CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2), ("alone", 2)]
 
 
+def test_scaling_on_many_cores(tmp_path):
+    from sparcml_apps.bench._many_core import ALLREDUCE_DENSITIES, LOSSES, cores, rank_counts
+
+    quick("scaling", tmp_path, "--many-core", "--datasets", "url-like-dense")
+    found = json.loads((tmp_path / "scaling-many-core.json").read_text())
+    assert found["cores"] == cores()
+    rows = {row["nprocs"]: row for row in found["summary"]}
+    assert sorted(rows) == rank_counts(cores())
+    # one rank's default fits are this process's fits of the same rows
+    X, y = make_url_like(10_000, 100_000, random_state=0, **GENERATORS["url-like-dense"])
+    X, y, Xt, yt = X[:8_000], y[:8_000], X[8_000:], y[8_000:]
+    fits = {(r["loss"], r["nprocs"], r["seed"]): r for r in found["records"] if "defaults" in r}
+    for loss in LOSSES:
+        for seed in (0, 1):
+            model = SparseSGDClassifier(loss=loss, random_state=seed).fit(X, y)
+            assert fits[loss, 1, seed]["defaults"]["epochs"] == model.n_iter_
+            assert fits[loss, 1, seed]["defaults"]["accuracy"] == model.score(Xt, yt)
+        for nprocs, row in rows.items():
+            done = [fits[loss, nprocs, seed]["defaults"] for seed in (0, 1)]
+            assert row[f"{loss}_epochs"] == np.mean([d["epochs"] for d in done])
+            assert row[f"{loss}_accuracy"] == pytest.approx(np.mean([d["accuracy"] for d in done]))
+    # the fixed epochs and the ranks alone, and the sparse allreduce against the dense one
+    # at every P > 1 (at 0.1% of 2**24 entries it sends a small share of the bytes)
+    for nprocs, row in rows.items():
+        assert row["sparcml_epochs_seconds"] > 0 and row["alone_epochs_seconds"] > 0
+        for density in ALLREDUCE_DENSITIES:
+            assert (f"allreduce_{density}" in row) == (nprocs > 1)
+        if nprocs > 1:
+            assert row[f"allreduce_{ALLREDUCE_DENSITIES[0]}"] > 1
+    assert (tmp_path / "scaling-many-core.png").stat().st_size > 10_000
+
+
 def test_stopping(tmp_path):
     quick("stopping", tmp_path, "--datasets", "url-like-flat", "--losses", "log_loss")
     found = records(tmp_path, "stopping")
