@@ -49,25 +49,7 @@ QUICK = {
 
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--datasets",
-        nargs="+",
-        default=list(GENERATORS),
-        metavar="DATASET",
-        help=f"generators ({', '.join(GENERATORS)}) or LIBSVM files TRAIN[,TEST] (without "
-        "TEST the last fifth is held out) (default: every generator)",
-    )
-    parser.add_argument(
-        "--rows",
-        type=int,
-        default=400_000,
-        help="rows a generator makes, the last fifth for testing (default: 400000)",
-    )
-    parser.add_argument(
-        "--features",
-        type=int,
-        help="a generator's columns (default: its own; url-like's 3231961)",
-    )
+    add_data_arguments(parser)
     add_cell_arguments(parser)
     parser.add_argument("--seeds", type=int, default=5, help="seeds a cell (default: 5)")
     parser.add_argument("--epochs", type=int, default=10, help="epochs a fit (default: 10)")
@@ -94,6 +76,29 @@ def add_arguments(parser):
         help="one machine of many cores: P = 1, 2, 4, ... up to its cores, shared memory, "
         "the fits with every default of both losses, --epochs fixed epochs and alone, the "
         "allreduce at each P; the first of --datasets only (default there: url-like)",
+    )
+
+
+def add_data_arguments(parser):
+    """``--datasets``, ``--rows`` and ``--features``: what :func:`prepare` reads."""
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=list(GENERATORS),
+        metavar="DATASET",
+        help=f"generators ({', '.join(GENERATORS)}) or LIBSVM files TRAIN[,TEST] (without "
+        "TEST the last fifth is held out) (default: every generator)",
+    )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=400_000,
+        help="rows a generator makes, the last fifth for testing (default: 400000)",
+    )
+    parser.add_argument(
+        "--features",
+        type=int,
+        help="a generator's columns (default: its own; url-like's 3231961)",
     )
 
 

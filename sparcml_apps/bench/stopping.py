@@ -18,36 +18,17 @@ import tempfile
 import numpy as np
 
 from .. import _mpiexec
-from ..datasets import GENERATORS
 from . import _peer_data
 from ._many_core import cores
 from ._output import add_out_argument, apply_quick, write
-from .scaling import RANKS_MODULE, prepare
+from .scaling import RANKS_MODULE, add_data_arguments, prepare
 
 LOSSES = ("hinge", "log_loss")
 QUICK = {"rows": 20_000, "features": 100_000, "ranks": [1, 2], "seeds": 2}
 
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--datasets",
-        nargs="+",
-        default=list(GENERATORS),
-        metavar="DATASET",
-        help=f"generators ({', '.join(GENERATORS)}) or LIBSVM files TRAIN[,TEST] (without "
-        "TEST the last fifth is held out) (default: every generator)",
-    )
-    parser.add_argument(
-        "--rows",
-        type=int,
-        default=400_000,
-        help="rows a generator makes, the last fifth for testing (default: 400000)",
-    )
-    parser.add_argument(
-        "--features",
-        type=int,
-        help="a generator's columns (default: its own; url-like's 3231961)",
-    )
+    add_data_arguments(parser)
     parser.add_argument(
         "--ranks", type=int, nargs="+", default=[1, 2, 4, 8], help="P (default: 1 2 4 8)"
     )
@@ -101,28 +82,20 @@ def run(args):
 def summarize(records):
     """One row a dataset, loss, system and P: epochs and accuracy over the seeds, and
     sparcml's against one rank of the same seeds."""
+    cells = {}
+    for r in records:
+        cells.setdefault((r["dataset"], r["loss"], r["system"], r["nprocs"]), []).append(r)
     rows = []
-    keys = dict.fromkeys((r["dataset"], r["loss"], r["system"], r["nprocs"]) for r in records)
-    for dataset, loss, system, nprocs in keys:
-        runs = sorted(
-            (r for r in records
-             if (r["dataset"], r["loss"], r["system"], r["nprocs"]) == (dataset, loss, system,
-                                                                        nprocs)),
-            key=lambda r: r["seed"],
-        )  # fmt: skip
-        one = {
-            r["seed"]: r["defaults"]
-            for r in records
-            if (r["dataset"], r["loss"], r["system"], r["nprocs"]) == (dataset, loss, "sparcml", 1)
-        }
+    for (dataset, loss, system, nprocs), runs in cells.items():
+        runs = sorted(runs, key=lambda r: r["seed"])
+        one = {r["seed"]: r["defaults"] for r in cells.get((dataset, loss, "sparcml", 1), [])}
         epochs = np.array([r["defaults"]["epochs"] for r in runs])
-        seconds = float(np.mean([r["defaults"]["seconds"] for r in runs]))
         accuracy = np.array([r["defaults"]["accuracy"] for r in runs])
         row = {
             "dataset": dataset, "loss": loss, "system": system, "nprocs": nprocs,
             "seeds": len(runs), "epochs": float(epochs.mean()), "epochs_min": int(epochs.min()),
             "epochs_max": int(epochs.max()), "accuracy": float(accuracy.mean()),
-            "seconds": seconds,
+            "seconds": float(np.mean([r["defaults"]["seconds"] for r in runs])),
         }  # fmt: skip
         if system == "sparcml" and all(r["seed"] in one for r in runs):
             more = epochs - np.array([one[r["seed"]]["epochs"] for r in runs])
