@@ -362,6 +362,7 @@ def test_peers(tmp_path):
             continue
         assert "failed" not in r, r.get("output")
         assert (r["rows"], r["test_rows"], r["n_features"]) == (32561, 16281, 123)
+        assert r["split"] == "the dataset's test file"
         assert r["peak_mb"] > 10 and r["load_seconds"] > 0 and r["start_seconds"] >= 0
         assert [run["setting"] for run in r["runs"]] == ["defaults", "tuned"]
         assert r["tuned"] == r["runs"][1]["params"] in [t["params"] for t in r["search"]]

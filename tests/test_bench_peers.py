@@ -37,16 +37,30 @@ def test_every_system_reads_the_same_rows(tmp_path):
                 )
 
 
-def test_labels_become_signs_and_the_last_fifth_is_held_out(tmp_path):
-    path = tmp_path / "zero-one.svm"
-    path.write_text("0 1:1\n1 2:1\n1 1:0.5\n0 3:1\n1 2:2\n")
-    name, X, y, X_test, y_test = _peer_data.rows(
-        str(path), generator_rows=0, max_rows=100, max_test_rows=100
-    )
-    assert name == "zero-one.svm" and X.shape == (4, 3) and X_test.shape == (1, 3)
-    assert y.tolist() == [-1, 1, 1, -1] and y_test.tolist() == [1]
+def test_labels_become_signs_and_a_stratified_seeded_fifth_is_held_out(tmp_path):
+    # a file sorted by label (as w8a's is): its last fifth would be one class
+    path = tmp_path / "sorted.svm"
+    labels = [0] * 700 + [1] * 300
+    path.write_text("".join(f"{label} {i % 7 + 1}:{i + 1}\n" for i, label in enumerate(labels)))
+    split = _peer_data.rows(str(path), generator_rows=0, max_rows=10**6, max_test_rows=10**6)
+    name, X, y, X_test, y_test = split
+    assert name == "sorted.svm" and X.shape == (800, 7) and X_test.shape == (200, 7)
+    assert set(y) == set(y_test) == {-1.0, 1.0}
+    assert np.sum(y_test == 1) == 60 and np.sum(y == 1) == 240  # each class's fifth
+    # every row once, in one part or the other, the labels with it (the values are the
+    # row numbers, one-based)
+    numbers = np.concatenate([X.sum(axis=1).A.ravel(), X_test.sum(axis=1).A.ravel()])
+    signs = np.concatenate([y, y_test])
+    assert sorted(numbers.astype(int)) == list(range(1, 1001))
+    assert np.array_equal(signs, np.where(numbers > 700, 1.0, -1.0))
+    # seeded: the same split again; the training rows are shuffled, so the first rows
+    # of a capped part hold both classes
+    again = _peer_data.rows(str(path), generator_rows=0, max_rows=100, max_test_rows=10**6)
+    assert np.array_equal(again[2], y[:100]) and 0 < np.sum(again[2] == 1) < 100
+    assert _peer_data.split(str(path)) == "a stratified random fifth (seed 0)"
+    assert _peer_data.split(f"{path},{path}") == "the dataset's test file"
     path.write_text("0 1:1\n1 2:1\n2 1:0.5\n0 3:1\n1 2:2\n")
-    with pytest.raises(ValueError, match="zero-one.svm.*two label values.*got 3"):
+    with pytest.raises(ValueError, match="sorted.svm.*two label values.*got 3"):
         _peer_data.rows(str(path), generator_rows=0, max_rows=100, max_test_rows=100)
 
 

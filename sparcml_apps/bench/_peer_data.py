@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.datasets import dump_svmlight_file
+from sklearn.model_selection import train_test_split
 
 from ..datasets import GENERATORS, dataset_path, load, load_svmlight, make_url_like, read_catalog
 from ..datasets._cache import is_cache
@@ -19,6 +20,8 @@ from ._peer_systems import vw
 
 TEST_FRACTION = 0.2
 """Rows held out for testing where a dataset has no test file."""
+SPLIT_SEED = 0
+"""The seed of the stratified split of a dataset without a test file."""
 SEARCH_FRACTION = 0.2
 """Share of the search rows that scores the candidates."""
 
@@ -35,6 +38,7 @@ class Files:
     test: Path
     search_train: Path
     search_valid: Path
+    split: str = ""  # how the test rows were held out (:func:`split`)
 
     def as_dict(self):
         return {key: str(value) for key, value in self.__dict__.items()}
@@ -86,20 +90,34 @@ def check(spec, data_home=None):
         )
 
 
+def split(spec):
+    """How :func:`rows` holds out the test rows of ``spec``, in words."""
+    if spec in GENERATORS:
+        return "the generator's last fifth (its rows are independent draws)"
+    if "," in spec:
+        return "the dataset's test file"
+    return f"a stratified random fifth (seed {SPLIT_SEED})"
+
+
 def rows(spec, *, generator_rows, max_rows, max_test_rows, data_home=None):
     """``(name, X, y, X_test, y_test)`` of ``spec``, labels -1 and +1. Generators make
-    ``generator_rows`` rows (seed 0); a generator or a dataset without a test part holds
-    out its last fifth; of a dataset, at most the first ``max_rows`` training rows and
-    ``max_test_rows`` test rows are kept."""
+    ``generator_rows`` rows (seed 0) and hold out their last fifth; a dataset without a
+    test part holds out a stratified random fifth (:data:`SPLIT_SEED`; its rows may come
+    sorted by label), its training rows shuffled; of a dataset, at most the first
+    ``max_rows`` training rows and ``max_test_rows`` test rows are kept."""
     if spec in GENERATORS:
         X, y = make_url_like(generator_rows, random_state=0, **GENERATORS[spec])
-        return (spec, *_hold_out(X, y))
+        cut = X.shape[0] - int(round(TEST_FRACTION * X.shape[0]))
+        return spec, X[:cut], y[:cut], X[cut:], y[cut:]
     train, _, test = spec.partition(",")
     X, y = _read(train, data_home)
     if test:
         X_test, y_test = _read(test, data_home)
     else:
-        X, y, X_test, y_test = _hold_out(X, y)
+        y, _ = _signs(spec, y, y[:0])  # (a third label would fail the split's strata)
+        X, X_test, y, y_test = train_test_split(
+            X, y, test_size=TEST_FRACTION, stratify=y, random_state=SPLIT_SEED
+        )
     X, y = X[:max_rows], y[:max_rows]
     X_test, y_test = X_test[:max_test_rows], y_test[:max_test_rows]
     width = max(X.shape[1], X_test.shape[1])
@@ -115,11 +133,6 @@ def _read(part, data_home):
     return load(part, data_home=data_home, download=False, progress=False)
 
 
-def _hold_out(X, y):
-    cut = X.shape[0] - int(round(TEST_FRACTION * X.shape[0]))
-    return X[:cut], y[:cut], X[cut:], y[cut:]
-
-
 def _signs(spec, y, y_test):
     """The labels as -1 and +1: the larger of two values is +1."""
     values = np.unique(np.concatenate([y, y_test]))
@@ -130,8 +143,9 @@ def _signs(spec, y, y_test):
     return np.where(y == values[1], 1.0, -1.0), np.where(y_test == values[1], 1.0, -1.0)
 
 
-def write(folder, name, X, y, X_test, y_test, *, search_rows):
-    """Write the dataset's files into ``folder``; their :class:`Files`."""
+def write(folder, name, X, y, X_test, y_test, *, search_rows, split=""):
+    """Write the dataset's files into ``folder``; their :class:`Files` (``split``: how
+    the test rows were held out)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     searched = min(search_rows, X.shape[0])
@@ -145,6 +159,7 @@ def write(folder, name, X, y, X_test, y_test, *, search_rows):
         test=folder / "test.svm",
         search_train=folder / "search-train.svm",
         search_valid=folder / "search-valid.svm",
+        split=split,
     )
     for path, rows_ in (
         (files.train, slice(None)),

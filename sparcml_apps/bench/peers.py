@@ -51,7 +51,7 @@ def add_arguments(parser):
         default=generators,
         metavar="DATASET",
         help=f"{' or '.join(generators)} (synthetic), a catalogue name in the data home, or a "
-        "LIBSVM file with its test file after a comma (else the last fifth is held out) "
+        "LIBSVM file with its test file after a comma (else a stratified random fifth is held out) "
         f"(default: {' '.join(generators)})",
     )
     parser.add_argument(
@@ -177,7 +177,10 @@ def _prepare(spec, folder, args):
         max_test_rows=args.max_test_rows,
         data_home=args.data_home,
     )
-    return _peer_data.write(folder, name, X, y, X_test, y_test, search_rows=args.search_rows)
+    return _peer_data.write(
+        folder, name, X, y, X_test, y_test, search_rows=args.search_rows,
+        split=_peer_data.split(spec),
+    )  # fmt: skip
 
 
 def run_system(name, files, args):
@@ -189,6 +192,7 @@ def run_system(name, files, args):
         "rows": files.rows,
         "test_rows": files.test_rows,
         "n_features": files.n_features,
+        "split": files.split,
         "system": name,
     }
     reason = system.missing()
@@ -291,8 +295,8 @@ def table(records):
         out += [
             f"### {dataset}",
             "",
-            f"{first['rows']:,} training rows, {first['test_rows']:,} test rows, "
-            f"{first['n_features']:,} columns"
+            f"{first['rows']:,} training rows, {first['test_rows']:,} test rows "
+            f"({first['split']}), {first['n_features']:,} columns"
             + (f"; target accuracy {target:.4f}" if target is not None else ""),
             "",
             "| system | version | setting | time to target (s) | start + load + to target (s) "

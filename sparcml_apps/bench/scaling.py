@@ -87,7 +87,7 @@ def add_data_arguments(parser):
         default=list(GENERATORS),
         metavar="DATASET",
         help=f"generators ({', '.join(GENERATORS)}) or LIBSVM files TRAIN[,TEST] (without "
-        "TEST the last fifth is held out) (default: every generator)",
+        "TEST a stratified random fifth is held out) (default: every generator)",
     )
     parser.add_argument(
         "--rows",
