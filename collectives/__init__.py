@@ -8,14 +8,7 @@ from ._errors import RankError
 from ._quantize import BITS, Quantized, dequantize, quantize
 from ._stats import Stats
 from ._vector import SparseVector
-
-ALGORITHMS = (
-    "ssar_recursive_double",
-    "ssar_split_allgather",
-    "dsar_split_allgather",
-    "dense",
-)
-"""The names ``allreduce`` accepts besides ``"auto"``."""
+from .cost_model import ALGORITHMS
 
 __all__ = [
     "ALGORITHMS",
@@ -26,6 +19,7 @@ __all__ = [
     "Stats",
     "allgather",
     "allreduce",
+    "calibrate",
     "check",
     "cost_constants",
     "cost_model",
@@ -47,4 +41,8 @@ def __getattr__(name):
         from ._nonblocking import iallreduce
 
         return iallreduce
+    if name == "calibrate":
+        from ._calibrate import calibrate
+
+        return calibrate
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,7 @@ from ._codec import EXACT
 from ._kernels import accumulate, merge_add, merge_runs
 from ._vector import SparseVector
 from ._wire import displacements
+from .cost_model import ALGORITHMS
 
 # tag offsets: the two messages of a sparse vector in recursive doubling, and in the two
 # phases of split_allgather
@@ -217,9 +218,11 @@ def dynamic_split_allgather(wire, vec):
     return (yield from split_allgather(wire, vec, dynamic=True))
 
 
-ALGORITHMS = {
-    "ssar_recursive_double": recursive_double,
-    "ssar_split_allgather": split_allgather,
-    "dsar_split_allgather": dynamic_split_allgather,
-    "dense": dense,
-}
+BY_NAME = dict(
+    zip(
+        ALGORITHMS,
+        (recursive_double, split_allgather, dynamic_split_allgather, dense),
+        strict=True,
+    )
+)
+"""The generator of each algorithm of :data:`cost_model.ALGORITHMS`."""

@@ -7,13 +7,14 @@ import numpy as np
 from mpi4py import MPI
 
 from . import cost_model, thresholds
-from ._algorithms import ALGORITHMS
+from ._algorithms import BY_NAME
 from ._codec import Quantizing
 from ._errors import RankError
 from ._quantize import BITS
 from ._stats import Stats
 from ._vector import VALUE_DTYPES, SparseVector, check_values
 from ._wire import Wire, run, test_until_done
+from .cost_model import ALGORITHMS
 
 _ALGORITHM_NAMES = ["auto", *ALGORITHMS]
 _ALGORITHM_CODES = {name: code for code, name in enumerate(_ALGORITHM_NAMES)}
@@ -242,16 +243,16 @@ def _steps(wire, vec, algorithm, out, bits, error, calibrated):
         vec = SparseVector.from_dense(vec)
     if isinstance(out, np.ndarray):  # the dense sum, written into out
         if algorithm == "dense":
-            result = yield from ALGORITHMS[algorithm](wire, vec, out)
+            result = yield from BY_NAME[algorithm](wire, vec, out)
         else:
-            result = yield from ALGORITHMS[algorithm](wire, vec)
+            result = yield from BY_NAME[algorithm](wire, vec)
             if isinstance(result, SparseVector):
                 out[:] = 0
                 out[result.indices] = result.values
             else:
                 out[:] = result
         return out, algorithm
-    result = yield from ALGORITHMS[algorithm](wire, vec)
+    result = yield from BY_NAME[algorithm](wire, vec)
     if out == "dense" and isinstance(result, SparseVector):
         result = result.to_dense()
     elif out == "sparse" and isinstance(result, np.ndarray):

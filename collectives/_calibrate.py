@@ -12,10 +12,10 @@ import numpy as np
 from mpi4py import MPI
 
 from . import cost_model
-from ._algorithms import ALGORITHMS
 from ._allreduce import allreduce, channel
 from ._kernels import merge_add
 from ._vector import SparseVector
+from .cost_model import ALGORITHMS
 
 MESSAGE_BYTES = (0, 2**14, 2**17, 2**20, 2**22)
 GRID_SIZES = (2**19, 2**21, 2**23)

@@ -6,10 +6,10 @@ vectors of ``k`` nonzeros out of ``n`` holds ``n (1 - (1 - k/n)**m)`` entries, a
 for the skewed supports of real gradients. The constants are module attributes; assign
 measured ones (or pass them) to fit a machine.
 
-:func:`calibrate` measures the constants on a communicator and :func:`store` keeps them
-in a JSON file (:func:`calibration_path`), one record per number of ranks; the collectives
-of a communicator of P ranks then use the record for P that its rank 0 finds there
-(:func:`stored`), and the module attributes where there is none.
+:func:`collectives.calibrate` measures the constants on a communicator and
+:func:`store` keeps them in a JSON file (:func:`calibration_path`), one record per number
+of ranks; the collectives of a communicator of P ranks then use the record for P that
+its rank 0 finds there (:func:`stored`), and the module attributes where there is none.
 """
 
 import functools
@@ -31,6 +31,9 @@ GAMMA = 4e-9
 DENSE_GAMMA = 5e-10
 """Seconds per element of dense work (zero fill, elementwise sum)."""
 
+ALGORITHMS = ("ssar_recursive_double", "ssar_split_allgather", "dsar_split_allgather", "dense")
+"""The allreduce algorithms by name (``collectives.ALGORITHMS``): those the model
+predicts, and ``allreduce`` accepts besides ``"auto"``."""
 _HEADER_BYTES = 80  # the agreement check every call makes first
 NAMES = ("alpha", "beta", "gamma", "dense_gamma")
 CALIBRATION_ENV = "SPARCML_CALIBRATION"
@@ -134,7 +137,6 @@ def predict(
 
 def choose(nprocs, size, nnz, *, value_itemsize=4, index_itemsize=4, **constants):
     """The algorithm the model predicts fastest."""
-    names = ("ssar_recursive_double", "ssar_split_allgather", "dsar_split_allgather", "dense")
     costs = {
         name: predict(
             name,
@@ -145,9 +147,9 @@ def choose(nprocs, size, nnz, *, value_itemsize=4, index_itemsize=4, **constants
             index_itemsize=index_itemsize,
             **constants,
         ).seconds
-        for name in names
+        for name in ALGORITHMS
     }
-    return min(names, key=costs.__getitem__)
+    return min(ALGORITHMS, key=costs.__getitem__)
 
 
 def choose_quickly(nprocs, size, nnz, value_itemsize=4, index_itemsize=4, calibrated=None):
@@ -237,11 +239,3 @@ def store(constants, nprocs, path=None):
     part.write_text(json.dumps(records, indent=1) + "\n")
     part.replace(path)
     return path
-
-
-def calibrate(comm=None, **options):
-    """Measure the constants on ``comm`` (every rank calls it); a dict keyed by
-    :data:`NAMES`. See :func:`collectives._calibrate.calibrate` for the ``options``."""
-    from ._calibrate import calibrate as measure
-
-    return measure(comm, **options)

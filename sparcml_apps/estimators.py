@@ -34,6 +34,7 @@ import collectives
 
 from . import checkpoint, holdout, jobs, memory, training
 from . import kernels as K
+from .inputs import as_scipy
 
 SPARSE_INTERCEPT_DECAY = 0.01  # as scikit-learn: sparse rows update the intercept less
 EARLY_STOPPING_ROWS = 10_000
@@ -58,13 +59,6 @@ BOOL_IS_NOT_A_NUMBER = {
     "topk": "an int in the range [1, inf) or a float in the range (0, 1]",
 }
 """Numeric parameters where True would be read as 1 (scikit-learn's checks accept it)."""
-
-
-def _as_scipy(X):
-    """pydata ``sparse`` arrays become scipy CSR (1-D ones dense); the rest is left alone."""
-    if type(X).__module__.split(".")[0] == "sparse" and hasattr(X, "todense"):
-        return X.to_scipy_sparse().tocsr() if X.ndim == 2 else X.todense()
-    return X
 
 
 def _to_csr(X):
@@ -271,7 +265,7 @@ class _SparseSGD(BaseEstimator):
 
     def _validate_fit_data(self, X, y, sample_weight, reset, allow_empty=False):
         """Check one rank's data; with ``allow_empty`` it may hold no rows (others do)."""
-        X, y = _as_scipy(X), _as_scipy(y)
+        X, y = as_scipy(X), as_scipy(y)
         sparse_input = sp.issparse(X)
         X, y = validate_data(
             self,
@@ -312,7 +306,7 @@ class _SparseSGD(BaseEstimator):
         check_is_fitted(self)
         X = validate_data(
             self,
-            _as_scipy(X),
+            as_scipy(X),
             reset=False,
             accept_sparse="csr",
             accept_large_sparse=True,

@@ -8,6 +8,7 @@ import json
 
 from mpi4py import MPI
 
+import collectives
 from collectives import cost_model
 
 
@@ -17,7 +18,7 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, required=True)
     args = parser.parse_args(argv)
     comm = MPI.COMM_WORLD
-    constants = cost_model.calibrate(comm, repeat=args.repeat)
+    constants = collectives.calibrate(comm, repeat=args.repeat)
     if comm.rank == 0:
         cost_model.store(constants, comm.size, args.path)
         print(json.dumps({"nprocs": comm.size, **constants}), flush=True)

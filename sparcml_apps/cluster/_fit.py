@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 import collectives
 
-from ..estimators import _as_scipy
+from ..inputs import as_scipy
 from ._bootstrap import describe_worker, mark_stuck, worker_comm
 
 POLL_SECONDS = 0.2
@@ -242,14 +242,14 @@ def _value_dtype(dtype):
 
 def _stack(blocks):
     """One worker's chunks as one matrix, in row order (CSR when they are sparse)."""
-    blocks = [_as_scipy(b) for b in blocks]
+    blocks = [as_scipy(b) for b in blocks]
     if all(sp.issparse(b) for b in blocks):
         return sp.vstack(blocks, format="csr") if len(blocks) > 1 else blocks[0].tocsr()
     return np.concatenate([b.toarray() if sp.issparse(b) else np.asarray(b) for b in blocks])
 
 
 def _vector(blocks):
-    return np.concatenate([np.asarray(_as_scipy(b)).ravel() for b in blocks])
+    return np.concatenate([np.asarray(as_scipy(b)).ravel() for b in blocks])
 
 
 def _train(estimator, method, world_ranks, xs, ys, ws=None, *, layout, report, kwargs):

@@ -1,4 +1,4 @@
-"""cost_model.calibrate on every rank, and auto following a stored calibration.
+"""collectives.calibrate on every rank, and auto following a stored calibration.
 
 Run under ``mpiexec -n P`` with ``SPARCML_CALIBRATION`` naming a file that does not exist
 yet. Prints ``FAIL ...`` per failure and ``done``.
@@ -7,11 +7,11 @@ yet. Prints ``FAIL ...`` per failure and ``done``.
 import numpy as np
 from mpi4py import MPI
 
-from collectives import SparseVector, Stats, allreduce, cost_model
+from collectives import SparseVector, Stats, allreduce, calibrate, cost_model
 
 comm = MPI.COMM_WORLD
 failures = []
-measured = cost_model.calibrate(comm, repeat=2, sizes=(2**12, 2**15), densities=(0.01, 0.3))
+measured = calibrate(comm, repeat=2, sizes=(2**12, 2**15), densities=(0.01, 0.3))
 if comm.allgather(measured) != [measured] * comm.size:
     failures.append(f"ranks measured differently: {measured}")
 for name in cost_model.NAMES:
