@@ -8,9 +8,7 @@ MPI job of their own (:mod:`sparcml_apps.jobs`); on the workers of a Dask cluste
 """
 
 import functools
-import os
 import warnings
-from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,11 +17,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_co
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import (
-    HasMethods,
-    Interval,
     InvalidParameterError,
-    Options,
-    StrOptions,
 )
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.metaestimators import available_if
@@ -32,7 +26,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 import collectives
 
-from . import checkpoint, holdout, jobs, memory, training
+from . import checkpoint, holdout, jobs, memory, options, training
 from . import kernels as K
 from .inputs import as_scipy
 
@@ -43,8 +37,6 @@ holds ``validation_fraction`` of them out, at most this many, and stops on their
 the loss of the steps depends on the number of ranks (each rank's steps see its own rows
 only), the score of the model does not. Ten thousand rows tell a change of ``tol=1e-3``
 in accuracy from ten rows, and leave more rows to train on than a tenth of a large set."""
-REGRESSION_LOSSES = {"squared_error", "huber", "epsilon_insensitive", "squared_epsilon_insensitive"}
-"""The regressor's losses; the classifier takes every loss (the regression ones fit +-1)."""
 SIGNIFICANCE = 2.0
 """With ``early_stopping="auto"``, a rise of the held-out score counts only when it passes
 ``tol`` and this many standard errors of the rise (the two models' scores paired row by
@@ -93,125 +85,6 @@ def _per_rank(records, key):
 
 class _SparseSGD(BaseEstimator):
     """Parameters, validation and the training driver shared by both estimators."""
-
-    _parameter_constraints = {
-        "penalty": [StrOptions({"l2", "l1", "elasticnet"}), None],
-        "alpha": [Interval(Real, 0, None, closed="left")],
-        "l1_ratio": [Interval(Real, 0, 1, closed="both"), None],
-        "fit_intercept": ["boolean"],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left"), None],
-        "shuffle": ["boolean"],
-        "verbose": ["verbose"],
-        "epsilon": [Interval(Real, 0, None, closed="left")],
-        "random_state": ["random_state"],
-        "learning_rate": [StrOptions(set(K.SCHEDULES))],
-        "eta0": [Interval(Real, 0, None, closed="neither")],
-        "power_t": [Interval(Real, None, None, closed="neither")],
-        "early_stopping": ["boolean", StrOptions({"auto"})],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "warm_start": ["boolean"],
-        "average": [Interval(Integral, 0, None, closed="neither"), "boolean", StrOptions({"auto"})],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "local_steps": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "compression": [StrOptions({"topk"}), None],
-        "topk": [
-            Interval(Integral, 1, None, closed="left"),
-            Interval(Real, 0, 1, closed="right"),
-        ],
-        "error_feedback": ["boolean"],
-        "diagnostics": ["boolean"],
-        "allreduce": [StrOptions({"auto", *collectives.ALGORITHMS})],
-        "quantization_bits": [Options(Integral, set(collectives.BITS)), None],
-        "exchange_dtype": [StrOptions({"float32", "float64"}), None],
-        "overlap": ["boolean"],
-        "comm": [HasMethods(["Get_rank", "Get_size", "Allgather"]), None],
-        "n_jobs": [
-            Interval(Integral, 1, None, closed="left"),
-            Interval(Integral, None, -1, closed="right"),
-            None,
-        ],
-        "callback": [callable, None],
-        "checkpoint": [str, os.PathLike, None],
-        "checkpoint_seconds": [Interval(Real, 0, None, closed="neither"), None],
-        "resume": ["boolean"],
-    }
-
-    def __init__(
-        self,
-        *,
-        loss,
-        penalty="l2",
-        alpha=0.0001,
-        l1_ratio=0.15,
-        fit_intercept=True,
-        max_iter=1000,
-        tol=1e-3,
-        shuffle=True,
-        verbose=0,
-        epsilon=0.1,
-        random_state=None,
-        learning_rate,
-        eta0=0.01,
-        power_t,
-        early_stopping="auto",
-        validation_fraction=0.1,
-        n_iter_no_change=5,
-        warm_start=False,
-        average="auto",
-        batch_size=1,
-        local_steps="auto",
-        compression=None,
-        topk=0.01,
-        error_feedback=True,
-        diagnostics=False,
-        allreduce="auto",
-        quantization_bits=None,
-        exchange_dtype="float32",
-        overlap=False,
-        comm=None,
-        n_jobs=None,
-        callback=None,
-        checkpoint=None,
-        checkpoint_seconds=None,
-        resume=False,
-    ):
-        self.loss = loss
-        self.penalty = penalty
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.fit_intercept = fit_intercept
-        self.max_iter = max_iter
-        self.tol = tol
-        self.shuffle = shuffle
-        self.verbose = verbose
-        self.epsilon = epsilon
-        self.random_state = random_state
-        self.learning_rate = learning_rate
-        self.eta0 = eta0
-        self.power_t = power_t
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.warm_start = warm_start
-        self.average = average
-        self.batch_size = batch_size
-        self.local_steps = local_steps
-        self.compression = compression
-        self.topk = topk
-        self.error_feedback = error_feedback
-        self.diagnostics = diagnostics
-        self.allreduce = allreduce
-        self.quantization_bits = quantization_bits
-        self.exchange_dtype = exchange_dtype
-        self.overlap = overlap
-        self.comm = comm
-        self.n_jobs = n_jobs
-        self.callback = callback
-        self.checkpoint = checkpoint
-        self.checkpoint_seconds = checkpoint_seconds
-        self.resume = resume
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -526,15 +399,9 @@ class _SparseSGD(BaseEstimator):
         penalty = self.penalty is not None
         l1_ratio = {"l2": 0.0, "l1": 1.0, "elasticnet": self.l1_ratio, None: 0.0}[self.penalty]
         setup = training.Setup(
-            loss=self.loss,
-            alpha=self.alpha,
+            **options.setup_values(self),
             l2=self.alpha * (1 - l1_ratio) if penalty else 0.0,
             l1=self.alpha * l1_ratio if penalty else 0.0,
-            fit_intercept=self.fit_intercept,
-            learning_rate=self.learning_rate,
-            eta0=self.eta0,
-            power_t=self.power_t,
-            batch_size=self.batch_size,
             n_features=widths[0],
             n_out=n_out,
             multiclass=multiclass,
@@ -544,22 +411,9 @@ class _SparseSGD(BaseEstimator):
             value_dtype=np.dtype(
                 self.exchange_dtype if self.exchange_dtype and comm.Get_size() > 1 else X.dtype
             ),
-            loss_param=self.epsilon,
-            shuffle=self.shuffle,
             seed=seed,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
             average=self.average if self.average == "auto" else int(self.average),
-            local_steps=self.local_steps,
-            compression=self.compression,
-            topk=self.topk,
-            error_feedback=self.error_feedback,
-            diagnostics=self.diagnostics,
-            algorithm=self.allreduce,
-            quantization_bits=self.quantization_bits,
-            overlap=self.overlap,
             intercept_decay=SPARSE_INTERCEPT_DECAY if sparse_input else 1.0,
-            verbose=self.verbose,
             classifier=isinstance(self, ClassifierMixin),
         )
         return setup, X, y_encoded, sample_weight, stops_early
@@ -712,179 +566,54 @@ class _SparseSGD(BaseEstimator):
 
 
 class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
-    """Linear classifiers (SVM, logistic regression, ...) by SGD over sparse allreduce.
+    __doc__ = options.docstring(
+        options.CLASSIFIER,
+        """Linear classifiers (SVM, logistic regression, ...) by SGD over sparse allreduce.
 
-    The parameters shared with :class:`sklearn.linear_model.SGDClassifier` mean what they
-    mean there and take the same values, but for the differences listed, each with its
-    reason, in docs/sklearn-differences.md. Every rank takes SGD steps on its own rows;
-    every ``local_steps`` steps the ranks average their changes to the model
-    (:mod:`sparcml_apps.exchange`). Own parameters, and own values of shared ones:
+The parameters shared with :class:`sklearn.linear_model.SGDClassifier` mean what they mean
+there and take the same values, but for the differences listed, each with its reason, in
+docs/sklearn-differences.md. Every rank takes SGD steps on its own rows; every
+``local_steps`` steps the ranks average their changes to the model
+(:mod:`sparcml_apps.exchange`). Where ``fit`` runs follows from what it is given: in
+this process; on the ranks of ``comm``; on ``n_jobs`` worker processes; on the workers of
+a Dask cluster when ``X`` is a Dask array.""",
+        """Attributes
+----------
+coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    The weights (the average of the steps' weights, once averaging began).
+intercept_ : ndarray of shape (1,) or (n_classes,)
+    The intercepts.
+classes_ : ndarray of shape (n_classes,)
+    The class labels.
+n_iter_ : int
+    The epochs the last fit ran.
+t_ : float
+    The steps taken so far, plus one (each rank's own count).
+n_features_in_ : int
+    The number of columns seen in ``fit``.
+comm_stats_ : list of dict
+    Per epoch: the loss, seconds, steps, exchanges, local steps between them, this
+    rank's allreduce traffic (bytes, messages, seconds) beside what a dense allreduce of
+    the same exchanges would have sent, the held-out score; with ``diagnostics``,
+    ``gamma`` and ``xi``, one value an exchange (else None).
+resumed_from_ : str or None
+    The checkpoint folder the last fit resumed from.
 
-    average : bool, int or "auto", default="auto"
-        As scikit-learn's (True: average every step's weights; n: from sample time n on),
-        and ``"auto"``: from the second epoch of the first fit on. With several ranks the
-        average is that of the ranks' own models (of the agreed one with TopK).
-    early_stopping : bool or "auto", default="auto"
-        As scikit-learn's (True: hold ``validation_fraction`` of the rows out and stop
-        once their score has not risen by ``tol`` for ``n_iter_no_change`` epochs; False:
-        stop on the training objective of the epochs' steps, their loss and the penalty),
-        and ``"auto"``: True for a fit of 10,000 rows or more (all ranks together) with a
-        ``tol``, holding out at most 10,000 of them, else False; a rise of the score then
-        counts only when it also passes two standard errors of the rise (the rows' scores
-        of the two models paired), not a creep within the noise. The score is that of the
-        model the fit returns (the average, once averaging began). Never for
-        ``partial_fit``.
-    batch_size : int, default=1
-        Rows per rank per step: a step applies the mean of their gradients. With 1 on one
-        rank, it is scikit-learn's per-row SGD.
-    local_steps : int or "auto", default="auto"
-        Steps each rank takes between exchanges. ``"auto"``: the shortest period whose
-        exchange the cost model (:func:`collectives.cost_constants`) expects to take at
-        most a tenth of the steps' time, from how the columns of the rows grow.
-    compression : {None, "topk"}, default=None
-        ``"topk"`` sends only the largest entries of each rank's changes.
-    topk : float in (0, 1] or int >= 1, default=0.01
-        How many entries TopK keeps a step (an exchange after ``n`` steps keeps ``n``
-        times as many): a fraction of the model's coordinates, or a count.
-    error_feedback : bool, default=True
-        Keep what TopK did not send and add it to the next exchange (else it is dropped).
-    diagnostics : bool, default=False
-        With ``compression="topk"``, record every exchange the quantities of the TopK
-        convergence analysis (:mod:`sparcml_apps.diagnostics`): ``gamma``, the largest over
-        the ranks of ``||acc - TopK(acc)|| / ||acc||`` (``acc``: a rank's residual plus its
-        changes), and ``xi``, how far the sum of the ranks' TopKs is from the TopK of their
-        sum. Costs one more exact allreduce an exchange; the model is the same.
-    allreduce : str, default="auto"
-        The algorithm of :func:`collectives.allreduce`.
-    quantization_bits : {2, 4, 8} or None, default=None
-        Send the values of every exchange as QSGD codes of this many bits (unbiased; the
-        ``dense`` algorithm sums exactly). A rank alone sends nothing, so rounds nothing.
-    exchange_dtype : {"float32", "float64"} or None, default="float32"
-        The dtype the changes travel and are summed in (the model stays float64): float32
-        sends half of float64's bytes, each rank's change rounded to 7 significant digits;
-        None: the data's dtype. A rank alone sends nothing, so rounds nothing.
-    overlap : bool, default=False
-        Let an exchange travel (non-blocking allreduce) while the next period's steps
-        run; the ranks' changes then reach the others one period late.
-    comm : mpi4py communicator, default=None
-        Train on its ranks: every rank calls ``fit`` with its own rows (under ``mpiexec``).
-    n_jobs : int, default=None
-        Train on this many local worker processes started for the call (an MPI job of
-        their own, which cannot end this process); -1 means one per core, -2 all cores
-        but one, and so on. None or 1: in this process.
-    callback : callable, default=None
-        Called on every rank after every epoch as ``callback(estimator, record)`` with the
-        current ``coef_``/``intercept_`` set and the epoch's record (loss, seconds, traffic).
-        If it also has a method ``steps(done, rows)``, rank 0 calls that within every epoch
-        with the rows of its own it has stepped over (every 16,384 steps and at the end),
-        for a progress bar.
-    checkpoint : str or path, default=None
-        A directory (the same on every rank) where ``fit`` saves the whole training state
-        after every epoch: every rank's weights and state arrays, the epoch and where the
-        run stands (:mod:`sparcml_apps.checkpoint`; each file written atomically with its
-        sha256; the newest two complete checkpoints are kept).
-    checkpoint_seconds : float, default=None
-        With ``checkpoint``, also save within an epoch once this many seconds have passed
-        since the last save, where the epoch can be resumed from (one rank: every 4,096
-        steps; several: at an exchange; not with ``overlap``).
-    resume : bool, default=False
-        With ``checkpoint``, ``fit`` continues from the newest complete checkpoint there
-        (a damaged one is passed over with a warning), if any, and ends with the model
-        of a run never stopped, bit for bit. A checkpoint of other options (but
-        ``max_iter``), data or number of ranks is refused, naming what differs.
-
-    Attributes are those of ``SGDClassifier`` plus ``comm_stats_``: per epoch, the loss,
-    seconds, steps, exchanges, local steps between them, and this rank's allreduce traffic
-    (bytes, messages, seconds) next to what a dense allreduce would have sent; with
-    ``diagnostics``, ``gamma`` and ``xi``, one value an exchange (else None); and
-    ``resumed_from_``: the checkpoint folder the last fit resumed from (else None).
-    """
+Examples
+--------
+>>> from sklearn.datasets import make_classification
+>>> from sparcml_apps import SparseSGDClassifier
+>>> X, y = make_classification(2000, 20, random_state=0)
+>>> model = SparseSGDClassifier(loss="log_loss", random_state=0).fit(X, y)
+>>> model.score(X, y) > 0.9
+True
+>>> model.predict_proba(X[:2]).shape
+(2, 2)""",
+    )
 
     _passive_aggressive_loss = "hinge"  # the loss learning_rate="pa1" and "pa2" go with
-    _parameter_constraints = {
-        **_SparseSGD._parameter_constraints,
-        "loss": [StrOptions(set(K.LOSSES))],
-        "class_weight": [StrOptions({"balanced"}), dict, None],
-    }
-
-    def __init__(
-        self,
-        loss="hinge",
-        *,
-        penalty="l2",
-        alpha=0.0001,
-        l1_ratio=0.15,
-        fit_intercept=True,
-        max_iter=1000,
-        tol=1e-3,
-        shuffle=True,
-        verbose=0,
-        epsilon=0.1,
-        random_state=None,
-        learning_rate="optimal",
-        eta0=0.01,
-        power_t=0.5,
-        early_stopping="auto",
-        validation_fraction=0.1,
-        n_iter_no_change=5,
-        class_weight=None,
-        warm_start=False,
-        average="auto",
-        batch_size=1,
-        local_steps="auto",
-        compression=None,
-        topk=0.01,
-        error_feedback=True,
-        diagnostics=False,
-        allreduce="auto",
-        quantization_bits=None,
-        exchange_dtype="float32",
-        overlap=False,
-        comm=None,
-        n_jobs=None,
-        callback=None,
-        checkpoint=None,
-        checkpoint_seconds=None,
-        resume=False,
-    ):
-        super().__init__(
-            loss=loss,
-            penalty=penalty,
-            alpha=alpha,
-            l1_ratio=l1_ratio,
-            fit_intercept=fit_intercept,
-            max_iter=max_iter,
-            tol=tol,
-            shuffle=shuffle,
-            verbose=verbose,
-            epsilon=epsilon,
-            random_state=random_state,
-            learning_rate=learning_rate,
-            eta0=eta0,
-            power_t=power_t,
-            early_stopping=early_stopping,
-            validation_fraction=validation_fraction,
-            n_iter_no_change=n_iter_no_change,
-            warm_start=warm_start,
-            average=average,
-            batch_size=batch_size,
-            local_steps=local_steps,
-            compression=compression,
-            topk=topk,
-            error_feedback=error_feedback,
-            diagnostics=diagnostics,
-            allreduce=allreduce,
-            quantization_bits=quantization_bits,
-            exchange_dtype=exchange_dtype,
-            overlap=overlap,
-            comm=comm,
-            n_jobs=n_jobs,
-            callback=callback,
-            checkpoint=checkpoint,
-            checkpoint_seconds=checkpoint_seconds,
-            resume=resume,
-        )
-        self.class_weight = class_weight
+    _parameter_constraints = options.constraints(options.CLASSIFIER)
+    __init__ = options.init(options.CLASSIFIER)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
@@ -1016,97 +745,36 @@ class SparseSGDClassifier(ClassifierMixin, _SparseSGD):
 
 
 class SparseSGDRegressor(RegressorMixin, _SparseSGD):
-    """Linear regression (squared error, Huber, epsilon-insensitive, squared
-    epsilon-insensitive) by SGD over sparse allreduce.
+    __doc__ = options.docstring(
+        options.REGRESSOR,
+        """Linear regression (squared error, Huber, epsilon-insensitive) by SGD over sparse
+allreduce.
 
-    Parameters and attributes as :class:`SparseSGDClassifier`, less the class ones, but
-    ``average=False`` by default, as scikit-learn's; the shared ones mean what they mean in
-    :class:`sklearn.linear_model.SGDRegressor`, but for the differences listed, each with
-    its reason, in docs/sklearn-differences.md.
-    """
+The parameters shared with :class:`sklearn.linear_model.SGDRegressor` mean what they mean
+there and take the same values, but for the differences listed, each with its reason, in
+docs/sklearn-differences.md. It trains as :class:`SparseSGDClassifier` does.""",
+        """Attributes
+----------
+coef_ : ndarray of shape (n_features,)
+    The weights.
+intercept_ : ndarray of shape (1,)
+    The intercept.
+n_iter_, t_, n_features_in_, comm_stats_, resumed_from_
+    As :class:`SparseSGDClassifier`'s.
+
+Examples
+--------
+>>> from sklearn.datasets import make_regression
+>>> from sparcml_apps import SparseSGDRegressor
+>>> X, y = make_regression(2000, 20, noise=1.0, random_state=0)
+>>> model = SparseSGDRegressor(random_state=0).fit(X, y)
+>>> model.score(X, y) > 0.99
+True""",
+    )
 
     _passive_aggressive_loss = "epsilon_insensitive"
-    _parameter_constraints = {
-        **_SparseSGD._parameter_constraints,
-        "loss": [StrOptions(REGRESSION_LOSSES)],
-    }
-
-    def __init__(
-        self,
-        loss="squared_error",
-        *,
-        penalty="l2",
-        alpha=0.0001,
-        l1_ratio=0.15,
-        fit_intercept=True,
-        max_iter=1000,
-        tol=1e-3,
-        shuffle=True,
-        verbose=0,
-        epsilon=0.1,
-        random_state=None,
-        learning_rate="invscaling",
-        eta0=0.01,
-        power_t=0.25,
-        early_stopping="auto",
-        validation_fraction=0.1,
-        n_iter_no_change=5,
-        warm_start=False,
-        average=False,
-        batch_size=1,
-        local_steps="auto",
-        compression=None,
-        topk=0.01,
-        error_feedback=True,
-        diagnostics=False,
-        allreduce="auto",
-        quantization_bits=None,
-        exchange_dtype="float32",
-        overlap=False,
-        comm=None,
-        n_jobs=None,
-        callback=None,
-        checkpoint=None,
-        checkpoint_seconds=None,
-        resume=False,
-    ):
-        super().__init__(
-            loss=loss,
-            penalty=penalty,
-            alpha=alpha,
-            l1_ratio=l1_ratio,
-            fit_intercept=fit_intercept,
-            max_iter=max_iter,
-            tol=tol,
-            shuffle=shuffle,
-            verbose=verbose,
-            epsilon=epsilon,
-            random_state=random_state,
-            learning_rate=learning_rate,
-            eta0=eta0,
-            power_t=power_t,
-            early_stopping=early_stopping,
-            validation_fraction=validation_fraction,
-            n_iter_no_change=n_iter_no_change,
-            warm_start=warm_start,
-            average=average,
-            batch_size=batch_size,
-            local_steps=local_steps,
-            compression=compression,
-            topk=topk,
-            error_feedback=error_feedback,
-            diagnostics=diagnostics,
-            allreduce=allreduce,
-            quantization_bits=quantization_bits,
-            exchange_dtype=exchange_dtype,
-            overlap=overlap,
-            comm=comm,
-            n_jobs=n_jobs,
-            callback=callback,
-            checkpoint=checkpoint,
-            checkpoint_seconds=checkpoint_seconds,
-            resume=resume,
-        )
+    _parameter_constraints = options.constraints(options.REGRESSOR)
+    __init__ = options.init(options.REGRESSOR)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
