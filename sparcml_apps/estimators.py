@@ -793,7 +793,7 @@ True""",
         """One epoch over ``(X, y)``."""
         return self._fit_dispatch(X, y, method="partial_fit", sample_weight=sample_weight)
 
-    def _encode_targets(self, comm, y, labels_per_rank, partial, first_call, classes):
+    def _encode_targets(self, comm, y, labels_per_rank, partial, fresh, classes):
         one = np.ones(1)
         return np.asarray(y, np.float64), 1, False, one, one
 

@@ -61,3 +61,9 @@ def draw(plot, records, path, *args):
 
     getattr(plots, plot)(records, path, *args)
     print(f"drew {path}")
+
+
+def slug(text):
+    """``text`` as a file name: every character but letters, digits, ``-`` and ``.``
+    becomes ``-``."""
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in text)

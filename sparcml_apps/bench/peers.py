@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from . import _peer_data
-from ._output import add_out_argument, apply_quick, draw, write
+from ._output import add_out_argument, apply_quick, draw, slug, write
 from ._peer_systems import SYSTEMS
 
 RUN_MODULE = "sparcml_apps.bench._peer_run"
@@ -164,7 +164,7 @@ def run(args):
     for dataset in dict.fromkeys(r["dataset"] for r in records):
         mine = [r for r in records if r["dataset"] == dataset and r.get("runs")]
         if mine:
-            draw("peers", mine, args.out / f"peers-{_slug(dataset)}.png", dataset)
+            draw("peers", mine, args.out / f"peers-{slug(dataset)}.png", dataset)
     return 0
 
 
@@ -379,7 +379,3 @@ def _progress(r):
     )
     cost = f"load {r['load_seconds']:.1f} s, peak {r['peak_mb']:,.0f} MB"
     return f"{head} {r['version']}: {runs}; {cost}; {r['wall_seconds']:.0f} s in all"
-
-
-def _slug(text):
-    return "".join(c if c.isalnum() or c in "-." else "-" for c in text)

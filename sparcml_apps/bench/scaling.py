@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from .. import netem
 from ..datasets import GENERATORS
 from . import _many_core, _peer_data
-from ._output import add_out_argument, apply_quick, draw, write
+from ._output import add_out_argument, apply_quick, draw, slug, write
 from .train import add_cell_arguments, cells
 
 RANKS_MODULE = "sparcml_apps.bench._scaling_ranks"
@@ -119,7 +119,7 @@ def prepare(spec, folder, args):
         parts = ((X, y), (X_test, y_test))
     stems = []
     for part, (rows, labels) in zip(("train", "test"), parts, strict=True):
-        stem = Path(folder) / f"{_slug(name)}-{part}"
+        stem = Path(folder) / f"{slug(Path(name).name)}-{part}"
         sp.save_npz(f"{stem}.npz", rows.tocsr(), compressed=False)
         np.save(f"{stem}-y.npy", np.asarray(labels, np.float64))
         stems.append(str(stem))
@@ -204,10 +204,10 @@ def run(args):
         for network in dict.fromkeys(s["network"] for s in mine):
             lines = [s for s in mine if s["network"] in (network, "shm")]
             lines = [s for s in lines if s["network"] == network or s["nprocs"] == 1]
-            draw("scaling", lines, args.out / f"scaling-{_slug(dataset)}-{network}.png",
+            draw("scaling", lines, args.out / f"scaling-{slug(Path(dataset).name)}-{network}.png",
                  f"{dataset}, {network}")  # fmt: skip
         shm = [s for s in mine if s["network"] == "shm"]
-        draw("epochs", shm, args.out / f"epochs-{_slug(dataset)}.png", dataset)
+        draw("epochs", shm, args.out / f"epochs-{slug(Path(dataset).name)}.png", dataset)
     return 0
 
 
@@ -380,7 +380,3 @@ def _against_half(s, half):
             f"(medians {s['median_time_to_target'] / half['median_time_to_target']:.2f}x),"
         )
     return f"{line} seconds an epoch {s['seconds_per_epoch'] / half['seconds_per_epoch']:.2f}x"
-
-
-def _slug(text):
-    return "".join(c if c.isalnum() or c in "-." else "-" for c in Path(text).name)

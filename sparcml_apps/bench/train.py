@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import netem
 from ..train import Source
-from ._output import add_out_argument, apply_quick, draw, write
+from ._output import add_out_argument, apply_quick, draw, slug, write
 
 RANKS_MODULE = "sparcml_apps.bench._train_ranks"
 METHODS = {
@@ -310,14 +310,10 @@ def _draw(records, out):
             for r in records
             if (r["dataset"], r["nprocs"], r["network"]) == (dataset, nprocs, network)
         ]
-        name = f"train-{_slug(dataset)}-P{nprocs}-{network}.png"
+        name = f"train-{slug(dataset)}-P{nprocs}-{network}.png"
         draw("curves", mine, out / name, f"{dataset}, P = {nprocs}, {network}")
 
 
 def _name(dataset):
     """How the tables name ``TRAIN[,TEST]``: the training file's name."""
     return Path(dataset.partition(",")[0]).name
-
-
-def _slug(text):
-    return "".join(c if c.isalnum() or c in "-." else "-" for c in text)
