@@ -1,6 +1,26 @@
 """Sparse collectives for MPI: SparCML's sparse allreduce over mpi4py.
 
 Importing the package does not initialize MPI; the first collective call does.
+
+- :class:`SparseVector`: sorted unique ``uint32`` (or ``uint64``) indices and float32 or
+  float64 values.
+- :func:`allreduce`, :func:`iallreduce`, :func:`allgather`: the collectives, on any mpi4py
+  intracommunicator (``comm=None`` means ``MPI.COMM_WORLD``); :func:`check` and
+  :func:`wait` to fail and wait as they do; :class:`RankError` where another rank failed;
+  :class:`Stats` for their traffic.
+- :func:`quantize`, :func:`dequantize`: QSGD values of :data:`BITS` bits.
+- :mod:`collectives.cost_model` (with :func:`calibrate`, :func:`cost_constants`) picks
+  one of :data:`ALGORITHMS` for ``algorithm="auto"``; :mod:`collectives.thresholds` holds
+  the switch points.
+
+Examples
+--------
+>>> import numpy as np
+>>> from mpi4py import MPI
+>>> import collectives
+>>> vec = collectives.SparseVector.from_dense(np.array([0.0, 2.0, 0.0, 3.0], np.float32))
+>>> collectives.allreduce(vec, MPI.COMM_SELF, out="dense").tolist()  # one rank: vec
+[0.0, 2.0, 0.0, 3.0]
 """
 
 from . import cost_model, thresholds

@@ -99,11 +99,36 @@ def channel(comm):
 
 
 def wait(request, comm=None):
-    """Wait for the MPI ``request`` (of an operation on ``comm``) as the collectives here
-    wait on ``comm``: MPI's own wait, or on a node with more of its ranks than cores,
-    testing, then yielding the core, then napping between tests, so that a rank that is
-    early does not take the core from one that shares it and is still working. On one
-    rank, MPI's own wait (nothing waits for another rank)."""
+    """Wait for an MPI request to complete, as the collectives here wait on ``comm``.
+
+    MPI's own wait, or on a node with more of the ranks of ``comm`` than cores (see
+    :data:`collectives.thresholds.WAIT`), testing, then yielding the core, then napping
+    between tests, so that a rank that is early does not take the core from one that
+    shares it and is still working. On one rank, MPI's own wait (nothing waits for
+    another rank).
+
+    Parameters
+    ----------
+    request : mpi4py.MPI.Request
+        The request of an operation on ``comm``, such as ``comm.Ibarrier()``.
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator the operation runs on; None (the default) means
+        ``MPI.COMM_WORLD``. Where it has more than one rank and the collectives have not
+        used it yet, every rank of it calls (they make their private duplicate of it).
+
+    See Also
+    --------
+    iallreduce : Its ``Request.wait()`` waits the same way.
+
+    Examples
+    --------
+    >>> from mpi4py import MPI
+    >>> from collectives import wait
+    >>> request = MPI.COMM_SELF.Ibarrier()
+    >>> wait(request, MPI.COMM_SELF)
+    >>> request == MPI.REQUEST_NULL  # completed and freed
+    True
+    """
     comm = MPI.COMM_WORLD if comm is None else comm
     if comm.Get_size() > 1 and channel(comm).naps():
         test_until_done(request, comm)
@@ -112,9 +137,43 @@ def wait(request, comm=None):
 
 
 def cost_constants(comm=None):
-    """The cost model's constants ``algorithm="auto"`` uses on ``comm``: rank 0's stored
-    calibration for this many ranks, else the module's (a dict keyed by
-    :data:`cost_model.NAMES`, the same on every rank)."""
+    """The cost model's constants that ``algorithm="auto"`` uses on ``comm``.
+
+    Rank 0's stored calibration for this many ranks (:func:`cost_model.stored`), read when
+    the collectives first use ``comm`` and broadcast; where it holds none of a constant
+    (or rank 0 finds no record, or an unreadable file, which it warns of), the module
+    attribute's value now (:data:`cost_model.ALPHA` and the like).
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator; None (the default) means ``MPI.COMM_WORLD``. On first use
+        every rank of it calls.
+
+    Returns
+    -------
+    dict
+        ``{"alpha": ..., "beta": ..., "gamma": ..., "dense_gamma": ...}`` (the keys of
+        :data:`cost_model.NAMES`), floats, the same on every rank.
+
+    Raises
+    ------
+    TypeError
+        If ``comm`` is not an mpi4py ``Intracomm``.
+
+    See Also
+    --------
+    calibrate : Measure the constants.
+    cost_model.store : Keep them for the collectives of later runs.
+
+    Examples
+    --------
+    >>> from mpi4py import MPI
+    >>> from collectives import cost_constants
+    >>> constants = cost_constants(MPI.COMM_SELF)
+    >>> list(constants)
+    ['alpha', 'beta', 'gamma', 'dense_gamma']
+    """
     calibrated = channel(comm).calibrated
     defaults = (cost_model.ALPHA, cost_model.BETA, cost_model.GAMMA, cost_model.DENSE_GAMMA)
     return {
@@ -223,6 +282,45 @@ def check(error=None, comm=None):
     raise :class:`RankError` with its message. A rank may also pass its error while the
     others are in (or about to enter) any collective of this package: it meets them there,
     and they raise instead of waiting for it forever.
+
+    Parameters
+    ----------
+    error : BaseException or None, default None
+        This rank's failure, or None when it has none.
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator; None (the default) means ``MPI.COMM_WORLD``. Every rank of it
+        calls (or is in another collective of this package).
+
+    Raises
+    ------
+    BaseException
+        ``error`` itself, on each rank that passed one.
+    RankError
+        On the ranks that passed None, when any rank passed an error (naming the highest
+        such rank).
+    TypeError
+        If ``error`` is neither an exception nor None (on this rank alone).
+
+    See Also
+    --------
+    RankError : What the other ranks raise.
+
+    Examples
+    --------
+    Every rank reaches the same outcome, so none goes on alone:
+
+    >>> from mpi4py import MPI
+    >>> from collectives import check
+    >>> error = None
+    >>> try:
+    ...     rows = int("seven")
+    ... except ValueError as exc:
+    ...     error = exc
+    >>> check(error, MPI.COMM_SELF)
+    Traceback (most recent call last):
+        ...
+    ValueError: invalid literal for int() with base 10: 'seven'
+    >>> check(None, MPI.COMM_SELF)  # no rank failed: returns None
     """
     if error is not None and not isinstance(error, BaseException):
         raise TypeError(f"error must be an exception or None, got {type(error).__name__}")
@@ -301,26 +399,113 @@ def allreduce(
     quantization_bits=None,
     random_state=None,
 ):
-    """Sum ``vec`` elementwise over all ranks of ``comm`` (default ``MPI.COMM_WORLD``).
+    """Reduce to all: sum ``vec`` elementwise over all ranks of ``comm``.
 
-    ``vec`` is a :class:`SparseVector` or a dense 1-D float32/float64 array; every rank
-    passes one of the same size and dtype. ``algorithm`` is one of
-    ``"ssar_recursive_double"``, ``"ssar_split_allgather"``, ``"dsar_split_allgather"``,
-    ``"dense"`` or ``"auto"`` (the fastest by :mod:`collectives.cost_model`), the same on
-    every rank. ``out="sparse"`` returns a :class:`SparseVector`, ``out="dense"`` an
-    ndarray, ``out="auto"`` the form the algorithm produced (``dense`` and a
-    ``dsar_split_allgather`` that switched any range to dense give an ndarray); ``out`` an
-    ndarray of the vector's size and dtype receives the dense sum and is returned (no new
-    array: with ``algorithm="dense"`` it may be ``vec`` itself, summed in place, as MPI's
-    ``IN_PLACE``). All ranks get bitwise the same result. ``stats``, a :class:`Stats`,
-    accumulates the call's traffic.
+    MPI ``Allreduce`` with ``MPI.SUM`` for vectors that may be sparse: every rank passes its
+    vector, and every rank gets the sum, bitwise the same on all of them. The sparse
+    algorithms send only the stored entries (indices and values); the sum may become dense
+    on the way. Every call first checks, in one small collective, that no rank failed and
+    that all ranks passed the same size, dtype, algorithm and quantization, so a wrong
+    argument raises on every rank instead of hanging the others.
 
-    ``quantization_bits`` (2, 4 or 8; the same on every rank) sends the values of the sparse
-    algorithms and the dense blocks of ``dsar_split_allgather`` as QSGD codes
-    (:func:`collectives.quantize`): the sum is then unbiased, not exact (``dense`` sums
-    exactly). ``random_state``, a non-negative integer, the same on every rank, seeds the
-    rounding (each rank draws its own from it); None takes the call's number on the
-    communicator instead, so a program that repeats its calls repeats its results.
+    Parameters
+    ----------
+    vec : SparseVector or ndarray
+        This rank's vector: a :class:`SparseVector` or a dense 1-D float32 or float64
+        array. Every rank passes one of the same size and dtype.
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator; None (the default) means ``MPI.COMM_WORLD``. Every rank of it
+        calls. The call runs on a private duplicate of ``comm``, made on first use.
+    algorithm : str, default "auto"
+        One of :data:`collectives.ALGORITHMS`, the same on every rank:
+        ``"ssar_recursive_double"`` (log2 P rounds of exchanging the partial sum; for few
+        nonzeros), ``"ssar_split_allgather"`` (a sparse reduce-scatter of P index ranges,
+        then an allgather of the reduced ranges; for more), ``"dsar_split_allgather"`` (as
+        that, but a reduced range denser than :func:`thresholds.delta` travels dense), or
+        ``"dense"`` (MPI ``Allreduce`` of the dense vector); or ``"auto"``: the fastest by
+        :mod:`collectives.cost_model` for P, the size and the largest nonzero count of any
+        rank, with the constants of :func:`cost_constants`.
+    out : {"auto", "sparse", "dense"} or ndarray, default "auto"
+        The form of the result: ``"sparse"`` a :class:`SparseVector`, ``"dense"`` an
+        ndarray, ``"auto"`` the form the algorithm produced (``dense`` and a
+        ``dsar_split_allgather`` that switched any range to dense give an ndarray). An
+        ndarray of the vector's size and dtype (1-D, writeable, C-contiguous) receives the
+        dense sum and is returned (no new array: with ``algorithm="dense"`` it may be
+        ``vec`` itself, summed in place, as MPI's ``IN_PLACE``).
+    stats : Stats, optional
+        Accumulates the call's traffic, time and algorithm (:meth:`Stats.add`).
+    quantization_bits : {None, 2, 4, 8}, default None
+        The same on every rank. With bits, the values of the sparse algorithms and the
+        dense blocks of ``dsar_split_allgather`` travel as QSGD codes
+        (:func:`collectives.quantize`): the sum is then unbiased, not exact (``dense`` sums
+        exactly). On one rank nothing is sent, so nothing is quantized.
+    random_state : int, optional
+        A non-negative integer, the same on every rank, that seeds the rounding of
+        quantized values (each rank draws its own from it). None takes the call's number on
+        the communicator instead, so a program that repeats its calls repeats its results.
+
+    Returns
+    -------
+    SparseVector or ndarray
+        The sum, with the dtype of ``vec``, in the form ``out`` asks for: a
+        :class:`SparseVector` (its indices ``uint32`` when ``size < 2**32``, else
+        ``uint64``; it may hold entries whose sum is zero) or a dense ndarray of ``size``
+        entries (``out`` itself when ``out`` is an ndarray). With ``out="auto"`` a dense
+        ``vec`` may give a sparse sum. On one rank, the sum is a copy of ``vec``.
+
+    Raises
+    ------
+    TypeError
+        If ``vec`` is neither a :class:`SparseVector` nor an ndarray or its values are not
+        float32 or float64, or if ``comm`` is not an mpi4py ``Intracomm`` (this last on
+        this rank alone, before any communication).
+    ValueError
+        If ``algorithm``, ``out``, ``quantization_bits`` or ``random_state`` is not one
+        described above, or a dense ``vec`` is not 1-D; or if the ranks disagree on the
+        size, dtype, algorithm or quantization_bits (then every rank raises it).
+    RankError
+        If another rank's arguments were wrong (that rank raises its own error), or another
+        rank passed its error to :func:`check` instead of calling.
+
+    See Also
+    --------
+    iallreduce : The same sum, started without waiting for it.
+    allgather : Every rank's vector, not their sum.
+    cost_model.choose : The algorithm ``"auto"`` picks.
+
+    Examples
+    --------
+    On one rank the sum is the vector itself (a copy):
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> from collectives import SparseVector, allreduce
+    >>> vec = SparseVector([1, 4], np.array([0.5, -2.0], np.float32), 6)
+    >>> total = allreduce(vec, MPI.COMM_SELF)
+    >>> total
+    SparseVector(size=6, nnz=2, dtype=float32)
+    >>> total.indices.tolist(), total.values.tolist()
+    ([1, 4], [0.5, -2.0])
+
+    The form of the result follows the algorithm, or ``out``:
+
+    >>> allreduce(vec, MPI.COMM_SELF, algorithm="dense").tolist()
+    [0.0, 0.5, 0.0, 0.0, -2.0, 0.0]
+    >>> allreduce(vec, MPI.COMM_SELF, algorithm="dense", out="sparse")
+    SparseVector(size=6, nnz=2, dtype=float32)
+    >>> buffer = np.empty(6, np.float32)
+    >>> allreduce(vec, MPI.COMM_SELF, out=buffer) is buffer
+    True
+    >>> buffer.tolist()
+    [0.0, 0.5, 0.0, 0.0, -2.0, 0.0]
+
+    Run under ``mpiexec -n 4``, with ``comm=None`` (``MPI.COMM_WORLD``), each rank adds
+    its own entries and all get the same sum:
+
+    >>> comm = MPI.COMM_WORLD
+    >>> mine = SparseVector([comm.rank], [1.0], comm.size + 1)
+    >>> allreduce(mine, out="dense").tolist()  # doctest: +SKIP
+    [1.0, 1.0, 1.0, 1.0, 0.0]
     """
     begin = time.perf_counter()
     chan = channel(comm)
@@ -348,7 +533,58 @@ def _gather_steps(wire, vec, error):
 
 
 def allgather(vec, comm=None, *, stats=None):
-    """The list of every rank's :class:`SparseVector`, in rank order (any nnz per rank)."""
+    """Gather to all: the list of every rank's :class:`SparseVector`, in rank order.
+
+    MPI ``Allgatherv`` of the counts, then of the indices and values: each rank may hold a
+    different number of nonzeros. Like :func:`allreduce`, it first checks that no rank
+    failed and that all ranks passed the same size and dtype.
+
+    Parameters
+    ----------
+    vec : SparseVector or ndarray
+        This rank's vector: a :class:`SparseVector`, or a dense 1-D float32 or float64
+        array (its nonzero entries are sent, as :meth:`SparseVector.from_dense` finds them).
+        Every rank passes one of the same size and dtype.
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator; None (the default) means ``MPI.COMM_WORLD``. Every rank of it
+        calls.
+    stats : Stats, optional
+        Accumulates the call's traffic and time, as algorithm ``"allgather"``.
+
+    Returns
+    -------
+    list of SparseVector
+        ``comm.size`` vectors, rank ``r``'s at position ``r``, with the size, dtype and
+        index dtype of ``vec``; the same on every rank.
+
+    Raises
+    ------
+    TypeError
+        If ``vec`` is neither a :class:`SparseVector` nor an ndarray or its values are not
+        float32 or float64, or if ``comm`` is not an mpi4py ``Intracomm``.
+    ValueError
+        If a dense ``vec`` is not 1-D, or the ranks disagree on size or dtype.
+    RankError
+        If another rank's arguments were wrong (that rank raises its own error).
+
+    See Also
+    --------
+    allreduce : The sum of every rank's vector.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> from collectives import SparseVector, allgather
+    >>> vec = SparseVector([1, 4], [0.5, -2.0], 6)
+    >>> gathered = allgather(vec, MPI.COMM_SELF)
+    >>> gathered
+    [SparseVector(size=6, nnz=2, dtype=float64)]
+    >>> gathered[0].indices.tolist(), gathered[0].values.tolist()
+    ([1, 4], [0.5, -2.0])
+    >>> allgather(np.array([0.0, 3.0, 0.0]), MPI.COMM_SELF)
+    [SparseVector(size=3, nnz=1, dtype=float64)]
+    """
     begin = time.perf_counter()
     chan = channel(comm)
     wire = chan.wire()

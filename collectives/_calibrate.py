@@ -18,8 +18,11 @@ from ._vector import SparseVector
 from .cost_model import ALGORITHMS
 
 MESSAGE_BYTES = (0, 2**14, 2**17, 2**20, 2**22)
+"""The sizes of the messages every rank sends to every other at once, timed."""
 GRID_SIZES = (2**19, 2**21, 2**23)
+"""The vector sizes each algorithm is timed on, by default."""
 GRID_DENSITIES = (0.0003, 0.003, 0.03, 0.2)
+"""The densities (nonzeros per rank over size) each algorithm is timed at, by default."""
 _TAG = 0
 
 
@@ -99,14 +102,57 @@ def _nonnegative_fit(features, seconds):
 
 
 def calibrate(comm=None, *, repeat=5, sizes=GRID_SIZES, densities=GRID_DENSITIES):
-    """Measure ``alpha``, ``beta``, ``gamma`` and ``dense_gamma`` on ``comm`` (every rank
-    calls it; all get the same dict).
+    """Measure ``alpha``, ``beta``, ``gamma`` and ``dense_gamma`` on ``comm``.
 
-    Times every rank sending ``MESSAGE_BYTES`` to every other at once, and every algorithm
-    on random vectors of ``sizes`` and ``densities`` (nonzeros per rank), then fits the model's
+    A collective: every rank calls it; all get the same dict. Times every rank sending
+    ``MESSAGE_BYTES`` (0 to 4 MiB) to every other at once, and every algorithm on random
+    vectors of ``sizes`` and ``densities`` (nonzeros per rank), then fits the model's
     constants to all those times (relative errors, constants non-negative). One rank sends
     no messages: alpha and beta are then None, and the compute constants come from timing
-    the merge kernel and a dense sum.
+    the merge kernel and a dense sum. Nothing is stored: :func:`cost_model.store` keeps the
+    result for later runs.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator; None (the default) means ``MPI.COMM_WORLD``.
+    repeat : int, default 5
+        Timed runs of each measurement, after one to warm up: the median of the exchanges
+        and the least of the algorithms count (each run's slowest rank), and on one rank
+        the median of the kernels.
+    sizes : sequence of int, default (2**19, 2**21, 2**23)
+        The vector sizes the algorithms are timed on.
+    densities : sequence of float, default (0.0003, 0.003, 0.03, 0.2)
+        The fractions of each vector that every rank holds nonzero.
+
+    Returns
+    -------
+    dict
+        ``{"alpha": ..., "beta": ..., "gamma": ..., "dense_gamma": ...}`` (the keys of
+        :data:`cost_model.NAMES`): floats, in seconds per message, per byte sent, per entry
+        merged and per dense element; alpha and beta None on one rank.
+
+    Raises
+    ------
+    TypeError
+        If ``comm`` is not an mpi4py ``Intracomm``.
+
+    See Also
+    --------
+    cost_model.store : Keep the constants for the collectives of later runs.
+    cost_constants : The constants the collectives use on a communicator.
+
+    Examples
+    --------
+    >>> from mpi4py import MPI
+    >>> from collectives import calibrate
+    >>> constants = calibrate(MPI.COMM_SELF, repeat=1)
+    >>> list(constants)
+    ['alpha', 'beta', 'gamma', 'dense_gamma']
+    >>> constants["alpha"], constants["beta"]  # one rank sends no messages
+    (None, None)
+    >>> constants["gamma"] > 0
+    True
     """
     chan = channel(comm)
     nprocs, rank = chan.comm.Get_size(), chan.comm.Get_rank()

@@ -16,7 +16,7 @@ from numba import njit
 from ._vector import check_values
 
 BITS = (2, 4, 8)
-"""The bit widths :func:`quantize` accepts."""
+"""The bit widths :func:`quantize` accepts (and ``quantization_bits`` of the collectives)."""
 
 BUCKET_SIZE = 512
 """Values per norm, by default."""
@@ -24,7 +24,43 @@ BUCKET_SIZE = 512
 
 @dataclass(frozen=True)
 class Quantized:
-    """Quantized values: ``codes`` (``bits`` bits a value, packed), one norm per bucket."""
+    """Quantized values: ``codes`` (``bits`` bits a value, packed), one norm per bucket.
+
+    What :func:`quantize` returns and :func:`dequantize` takes. Value ``i`` is bucket
+    ``i // bucket_size``'s; its code holds the sign in the high bit and the level in the
+    others, ``8 // bits`` codes to a byte, the first in the low bits.
+
+    Parameters
+    ----------
+    codes : ndarray of uint8
+        The packed codes, ``ceil(size * bits / 8)`` bytes.
+    norms : ndarray of float32 or float64
+        The largest magnitude of each bucket, ``ceil(size / bucket_size)`` of them, in the
+        dtype of the values.
+    size : int
+        The number of values.
+    bits : int
+        The bits of each code: 2, 4 or 8.
+    bucket_size : int
+        The values per norm.
+
+    See Also
+    --------
+    quantize : Make one from values.
+    dequantize : The values it stands for.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from collectives import quantize
+    >>> q = quantize(np.array([7.0, -3.0, 0.0, 1.0], np.float32), 4, random_state=0)
+    >>> q.size, q.bits, q.bucket_size
+    (4, 4, 512)
+    >>> q.codes.tolist()  # 7 and 8 | 3 in the first byte, 0 and 1 in the second
+    [183, 16]
+    >>> q.norms.tolist()
+    [7.0]
+    """
 
     codes: np.ndarray  # uint8
     norms: np.ndarray  # the values' dtype
@@ -34,7 +70,16 @@ class Quantized:
 
     @property
     def nbytes(self):
-        """The bytes of codes and norms together."""
+        """The bytes of codes and norms together.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from collectives import quantize
+        >>> values = np.ones(1000, np.float32)
+        >>> quantize(values, 8, random_state=0).nbytes  # 1000 codes, 2 float32 norms
+        1008
+        """
         return self.codes.nbytes + self.norms.nbytes
 
 
@@ -55,9 +100,64 @@ def _check_options(bits, bucket_size):
 def quantize(values, bits, *, bucket_size=BUCKET_SIZE, random_state):
     """Quantize the 1-D float ``values`` to ``bits`` (2, 4 or 8) bits each, unbiased.
 
-    ``random_state`` (a seed or a ``numpy.random.Generator``) draws the rounding; the same
-    seed gives the same codes. :func:`dequantize` gives back values whose expectation is
-    ``values``.
+    QSGD stochastic quantization: each bucket of ``bucket_size`` values keeps its largest
+    magnitude ``m`` as its norm, and a value ``v`` becomes ``sign(v) * m * l / s`` with
+    ``s = 2**(bits - 1) - 1`` levels, where ``l`` is ``|v| s / m`` rounded down or up at
+    random with the probabilities that make the expectation ``v``; zero stays zero.
+
+    Parameters
+    ----------
+    values : ndarray of float32 or float64
+        The values, 1-D (a list becomes float64).
+    bits : {2, 4, 8}
+        The bits of each code (:data:`collectives.BITS`).
+    bucket_size : int, default 512
+        The values per norm.
+    random_state : int, sequence of int, numpy.random.Generator or None
+        Draws the rounding, as ``numpy.random.default_rng`` takes it: the same seed gives
+        the same codes; a Generator is advanced. Required, so that no call is random by
+        accident (None draws fresh entropy).
+
+    Returns
+    -------
+    Quantized
+        The codes, ``ceil(values.size * bits / 8)`` bytes, and one norm per bucket in the
+        dtype of ``values``.
+
+    Raises
+    ------
+    TypeError
+        If ``values`` is not float32 or float64, or ``bucket_size`` is not an integer.
+    ValueError
+        If ``values`` is not 1-D, ``bits`` is not 2, 4 or 8, or ``bucket_size`` is below 1.
+
+    See Also
+    --------
+    dequantize : The values that the codes stand for.
+    allreduce : Sums with ``quantization_bits`` send values quantized.
+
+    Examples
+    --------
+    Values on the levels come back as they were (here with 4 bits, ``s = 7``, norm 7.0):
+
+    >>> import numpy as np
+    >>> from collectives import dequantize, quantize
+    >>> q = quantize(np.array([7.0, -3.0, 0.0, 1.0], np.float32), 4, random_state=0)
+    >>> dequantize(q).tolist()
+    [7.0, -3.0, 0.0, 1.0]
+
+    Others round to a level at random, unbiased: with 2 bits (``s = 1``) and norm 1.0,
+    each 0.3 becomes 0.0 or 1.0, 1.0 three times in ten on average:
+
+    >>> values = np.full(10_000, 0.3, np.float32)
+    >>> values[0] = 1.0
+    >>> q = quantize(values, 2, bucket_size=values.size, random_state=0)
+    >>> q.nbytes  # 2500 bytes of codes, one float32 norm
+    2504
+    >>> sorted(set(dequantize(q).tolist()))
+    [0.0, 1.0]
+    >>> bool(abs(dequantize(q)[1:].mean() - 0.3) < 0.02)
+    True
     """
     values = check_values(values)
     _check_options(bits, bucket_size)
@@ -70,7 +170,35 @@ def quantize(values, bits, *, bucket_size=BUCKET_SIZE, random_state):
 
 
 def dequantize(quantized):
-    """The values that ``quantized`` stands for, in the dtype of its norms."""
+    """The values that ``quantized`` stands for, in the dtype of its norms.
+
+    Parameters
+    ----------
+    quantized : Quantized
+        Codes and norms, as :func:`quantize` made them.
+
+    Returns
+    -------
+    ndarray of float32 or float64
+        ``quantized.size`` values, each ``sign * norm * level / s`` of its code and bucket,
+        with ``s = 2**(bits - 1) - 1``; their expectation over the rounding is the values
+        that were quantized.
+
+    See Also
+    --------
+    quantize : The codes of values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from collectives import dequantize, quantize
+    >>> values = np.array([0.5, -1.0, 0.25, 0.0])
+    >>> restored = dequantize(quantize(values, 8, random_state=0))
+    >>> restored.dtype.name
+    'float64'
+    >>> bool(np.abs(restored - values).max() <= 1.0 / 127)  # within a level (norm / s)
+    True
+    """
     out = np.empty(quantized.size, quantized.norms.dtype)
     _dequantize(quantized.codes, quantized.norms, quantized.bits, quantized.bucket_size, out)
     return out

@@ -36,12 +36,33 @@ ALGORITHMS = ("ssar_recursive_double", "ssar_split_allgather", "dsar_split_allga
 predicts, and ``allreduce`` accepts besides ``"auto"``."""
 _HEADER_BYTES = 80  # the agreement check every call makes first
 NAMES = ("alpha", "beta", "gamma", "dense_gamma")
+"""The constants' names: the keys of a calibration, in this order."""
 CALIBRATION_ENV = "SPARCML_CALIBRATION"
+"""The environment variable that names the calibration file (:func:`calibration_path`)."""
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """What the model expects one rank (the busiest) to spend on one call."""
+    """What the model expects one rank (the busiest) to spend on one call.
+
+    Returned by :func:`predict`.
+
+    Parameters
+    ----------
+    seconds : float
+        The time of the call.
+    bytes_sent : float
+        The bytes the rank sends (an expectation: not always whole).
+    messages : int
+        The messages the rank sends.
+
+    Examples
+    --------
+    >>> from collectives.cost_model import predict
+    >>> p = predict("dense", 4, 2**20, 0)
+    >>> p.messages, p.bytes_sent  # 2 (P - 1) / P of 4 MiB, and the 80-byte header's share
+    (8, 6291576.0)
+    """
 
     seconds: float
     bytes_sent: float
@@ -49,7 +70,33 @@ class Prediction:
 
 
 def expected_union(size, nnz, count):
-    """Expected nonzeros of the sum of ``count`` random vectors of ``nnz`` of ``size``."""
+    """Expected nonzeros of the sum of ``count`` random vectors of ``nnz`` of ``size``.
+
+    Each vector's support drawn uniformly at random: ``size (1 - (1 - nnz/size)**count)``,
+    an upper bound for the overlapping supports of real gradients.
+
+    Parameters
+    ----------
+    size : int
+        The length of the vectors.
+    nnz : int
+        The nonzeros of each vector (taken as ``size`` where larger).
+    count : int or float
+        The number of vectors summed.
+
+    Returns
+    -------
+    float
+        The expected nonzeros of the sum, 0.0 where ``size`` is 0.
+
+    Examples
+    --------
+    >>> from collectives.cost_model import expected_union
+    >>> f"{expected_union(100, 10, 2):.2f}"  # 100 (1 - 0.9**2)
+    '19.00'
+    >>> expected_union(10, 20, 3)
+    10.0
+    """
     if size == 0:
         return 0.0
     return size * (1.0 - (1.0 - min(nnz, size) / size) ** count)
@@ -75,8 +122,60 @@ def predict(
 ):
     """Predict one rank's cost of ``allreduce`` where every rank holds ``nnz`` nonzeros.
 
-    ``union(count)``: the nonzeros of the sum of ``count`` ranks' vectors (default: of
-    uniformly random supports, :func:`expected_union`)."""
+    The busiest rank's ``alpha * messages + beta * bytes_sent + gamma * merged entries +
+    dense_gamma * dense elements touched``, for the messages, bytes and work of the
+    algorithm and of the agreement check that every call makes first. Where the algorithm
+    takes a path by a threshold, the model takes it by the same one
+    (:mod:`collectives.thresholds`).
+
+    Parameters
+    ----------
+    algorithm : str
+        A name of :data:`ALGORITHMS`.
+    nprocs : int
+        The number of ranks, P (at least 1).
+    size : int
+        The length of the vectors.
+    nnz : int
+        The nonzeros of each rank's vector.
+    value_itemsize : int, default 4
+        The bytes of a value: 4 for float32, 8 for float64.
+    index_itemsize : int, default 4
+        The bytes of an index: 4 for ``uint32`` (size below ``2**32``), 8 for ``uint64``.
+    alpha, beta, gamma, dense_gamma : float, optional
+        The constants; None (the default) takes the module's :data:`ALPHA`, :data:`BETA`,
+        :data:`GAMMA` and :data:`DENSE_GAMMA`.
+    union : callable, optional
+        ``union(count)``: the nonzeros of the sum of ``count`` ranks' vectors (``count``
+        may be fractional). Default: of uniformly random supports, :func:`expected_union`.
+
+    Returns
+    -------
+    Prediction
+        The seconds, bytes sent and messages of the busiest rank; on one rank no bytes
+        and no messages.
+
+    Raises
+    ------
+    ValueError
+        If ``algorithm`` is not a name of :data:`ALGORITHMS`.
+
+    See Also
+    --------
+    choose : The algorithm predicted fastest.
+
+    Examples
+    --------
+    >>> from collectives.cost_model import ALGORITHMS, predict
+    >>> constants = dict(alpha=5e-6, beta=8e-10, gamma=4e-9, dense_gamma=5e-10)
+    >>> for name in ALGORITHMS:  # 8 ranks, 2**20 entries, 100 nonzeros each
+    ...     p = predict(name, 8, 2**20, 100, **constants)
+    ...     print(f"{name:22} {p.seconds:.2e} s {p.bytes_sent:9.0f} B {p.messages:3d} messages")
+    ssar_recursive_double  7.23e-05 s      5739 B  12 messages
+    ssar_split_allgather   2.50e-04 s      6606 B  48 messages
+    dsar_split_allgather   2.50e-04 s      6606 B  48 messages
+    dense                  6.46e-03 s   7340172 B  12 messages
+    """
     if union is None:
 
         def union(count):
@@ -136,7 +235,44 @@ def predict(
 
 
 def choose(nprocs, size, nnz, *, value_itemsize=4, index_itemsize=4, **constants):
-    """The algorithm the model predicts fastest."""
+    """The algorithm the model predicts fastest.
+
+    Parameters
+    ----------
+    nprocs : int
+        The number of ranks, P.
+    size : int
+        The length of the vectors.
+    nnz : int
+        The nonzeros of each rank's vector (``allreduce`` passes the largest of any rank).
+    value_itemsize : int, default 4
+        The bytes of a value: 4 for float32, 8 for float64.
+    index_itemsize : int, default 4
+        The bytes of an index: 4 for ``uint32``, 8 for ``uint64``.
+    **constants : float or callable
+        ``alpha``, ``beta``, ``gamma``, ``dense_gamma`` (or ``union``), passed to
+        :func:`predict`; the module's constants for those not given.
+
+    Returns
+    -------
+    str
+        The name of :data:`ALGORITHMS` of the least predicted seconds (the first of them
+        on a tie).
+
+    See Also
+    --------
+    predict : The cost of each algorithm.
+
+    Examples
+    --------
+    >>> from collectives.cost_model import choose
+    >>> constants = dict(alpha=5e-6, beta=8e-10, gamma=4e-9, dense_gamma=5e-10)
+    >>> for nnz in (100, 30_000, 2**18):  # of 2**20 entries, on 8 ranks
+    ...     print(nnz, choose(8, 2**20, nnz, **constants))
+    100 ssar_recursive_double
+    30000 ssar_split_allgather
+    262144 dense
+    """
     costs = {
         name: predict(
             name,
@@ -153,9 +289,39 @@ def choose(nprocs, size, nnz, *, value_itemsize=4, index_itemsize=4, **constants
 
 
 def choose_quickly(nprocs, size, nnz, value_itemsize=4, index_itemsize=4, calibrated=None):
-    """:func:`choose` with the ``calibrated`` constants (a tuple in the order of
-    :data:`NAMES`, None or NaN for the module's), for ``nnz`` rounded up to the next of 16
-    steps per doubling; remembered, as collectives call it every time."""
+    """:func:`choose` with the ``calibrated`` constants, remembered.
+
+    For ``nnz`` rounded up to the next of 16 steps per doubling, and remembered (with the
+    constants and :data:`thresholds.DELTA_SCALE` in the key), as the collectives call it
+    on every ``algorithm="auto"`` call.
+
+    Parameters
+    ----------
+    nprocs : int
+        The number of ranks, P.
+    size : int
+        The length of the vectors.
+    nnz : int
+        The largest nonzero count of any rank's vector.
+    value_itemsize : int, default 4
+        The bytes of a value: 4 for float32, 8 for float64.
+    index_itemsize : int, default 4
+        The bytes of an index: 4 for ``uint32``, 8 for ``uint64``.
+    calibrated : tuple of float, optional
+        The constants in the order of :data:`NAMES`, None or NaN for the module's; None
+        (the default) for the module's all.
+
+    Returns
+    -------
+    str
+        The name of :data:`ALGORITHMS` predicted fastest.
+
+    Examples
+    --------
+    >>> from collectives.cost_model import choose_quickly
+    >>> choose_quickly(8, 2**20, 100, calibrated=(5e-6, 8e-10, 4e-9, 5e-10))
+    'ssar_recursive_double'
+    """
     rounded = 0 if nnz == 0 else _round_up(nnz)
     defaults = (ALPHA, BETA, GAMMA, DENSE_GAMMA)
     calibrated = calibrated or (None,) * len(NAMES)
@@ -192,8 +358,27 @@ def _remembered(nprocs, size, nnz, value_itemsize, index_itemsize, constants):
 
 
 def calibration_path():
-    """The calibration file: ``$SPARCML_CALIBRATION``, else ``sparcml/calibration.json``
-    under ``$XDG_CACHE_HOME`` (default ``~/.cache``)."""
+    """The path of the calibration file.
+
+    ``$SPARCML_CALIBRATION`` (:data:`CALIBRATION_ENV`), else ``sparcml/calibration.json``
+    under ``$XDG_CACHE_HOME`` (default ``~/.cache``).
+
+    Returns
+    -------
+    pathlib.Path
+        The path, whether or not the file exists.
+
+    Examples
+    --------
+    >>> from unittest import mock
+    >>> from collectives.cost_model import calibration_path
+    >>> with mock.patch.dict("os.environ", {"SPARCML_CALIBRATION": "/data/constants.json"}):
+    ...     print(calibration_path())
+    /data/constants.json
+    >>> with mock.patch.dict("os.environ", {"SPARCML_CALIBRATION": "", "XDG_CACHE_HOME": "/c"}):
+    ...     print(calibration_path())
+    /c/sparcml/calibration.json
+    """
     if os.environ.get(CALIBRATION_ENV):
         return Path(os.environ[CALIBRATION_ENV])
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -210,7 +395,47 @@ def _records(path):
 
 
 def stored(nprocs, path=None):
-    """The constants stored for ``nprocs`` ranks (a dict keyed by :data:`NAMES`), or None."""
+    """The constants stored for ``nprocs`` ranks (a dict keyed by :data:`NAMES`), or None.
+
+    Parameters
+    ----------
+    nprocs : int
+        The number of ranks of the record.
+    path : str or os.PathLike, optional
+        The calibration file; None (the default) means :func:`calibration_path`.
+
+    Returns
+    -------
+    dict or None
+        ``{"alpha": ..., "beta": ..., "gamma": ..., "dense_gamma": ...}``, None for a
+        constant the record does not hold; None where the file or the record is missing.
+
+    Raises
+    ------
+    ValueError
+        If the file is not readable JSON, or a constant of the record is not a
+        non-negative number or null.
+
+    See Also
+    --------
+    store : Write a record.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from collectives.cost_model import store, stored
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = Path(folder.name) / "calibration.json"
+    >>> stored(4, path) is None  # no file yet
+    True
+    >>> _ = store({"alpha": 2e-6, "beta": 1e-9, "gamma": 3e-9}, 4, path)
+    >>> stored(4, path)
+    {'alpha': 2e-06, 'beta': 1e-09, 'gamma': 3e-09, 'dense_gamma': None}
+    >>> stored(8, path) is None
+    True
+    >>> folder.cleanup()
+    """
     record = _records(path or calibration_path()).get(str(nprocs))
     if record is None:
         return None
@@ -225,8 +450,52 @@ def stored(nprocs, path=None):
 
 
 def store(constants, nprocs, path=None):
-    """Keep ``constants`` (a dict keyed by :data:`NAMES`) as the record for ``nprocs`` ranks;
-    the file written whole, atomically. Returns its path."""
+    """Keep ``constants`` as the record for ``nprocs`` ranks in the calibration file.
+
+    The record replaces any earlier one for ``nprocs``, with the host name and the time;
+    the others are kept. The file is written whole, atomically (to ``<name>.part``, then
+    renamed), its folder made where missing.
+
+    Parameters
+    ----------
+    constants : dict
+        Keyed by :data:`NAMES`, as :func:`collectives.calibrate` returns them; a name
+        missing is stored as null.
+    nprocs : int
+        The number of ranks the constants were measured on.
+    path : str or os.PathLike, optional
+        The calibration file; None (the default) means :func:`calibration_path`.
+
+    Returns
+    -------
+    pathlib.Path
+        The path of the file written.
+
+    Raises
+    ------
+    ValueError
+        If the file exists and is not readable JSON.
+    OSError
+        If the file cannot be written.
+
+    See Also
+    --------
+    stored : Read a record back.
+    collectives.cost_constants : The constants the collectives of a communicator use.
+
+    Examples
+    --------
+    >>> import json
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from collectives.cost_model import store
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = store({"gamma": 3e-9}, 1, Path(folder.name) / "sparcml" / "calibration.json")
+    >>> record = json.loads(path.read_text())["1"]
+    >>> record["gamma"], record["alpha"], sorted(record)
+    (3e-09, None, ['alpha', 'beta', 'dense_gamma', 'gamma', 'host', 'time'])
+    >>> folder.cleanup()
+    """
     path = Path(path or calibration_path())
     records = _records(path)
     records[str(nprocs)] = {

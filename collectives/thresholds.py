@@ -2,6 +2,12 @@
 
 They are read at every call, so tests and benchmarks may assign to them (on every rank of
 the communicator alike) to make small vectors take the paths of large ones.
+
+Examples
+--------
+>>> from collectives import thresholds
+>>> thresholds.DELTA_SCALE, thresholds.ACCUMULATE_FRACTION, thresholds.WAIT
+(1.0, 0.125, 'auto')
 """
 
 DELTA_SCALE = 1.0
@@ -15,7 +21,34 @@ length, it sums them into a dense buffer instead of merging them as sorted lists
 
 
 def delta(n, value_itemsize, index_itemsize):
-    """The nonzero count past which ``n`` entries are cheaper to send dense."""
+    """The nonzero count past which ``n`` entries are cheaper to send dense.
+
+    ``DELTA_SCALE * n * value_itemsize / (index_itemsize + value_itemsize)``: with
+    ``DELTA_SCALE`` 1, the count at which indices and values take as many bytes as the
+    ``n`` dense values.
+
+    Parameters
+    ----------
+    n : int
+        The entries of the index range.
+    value_itemsize : int
+        The bytes of a value: 4 for float32, 8 for float64.
+    index_itemsize : int
+        The bytes of an index: 4 for ``uint32``, 8 for ``uint64``.
+
+    Returns
+    -------
+    float
+        The threshold, with :data:`DELTA_SCALE` as it is at the call.
+
+    Examples
+    --------
+    >>> from collectives import thresholds
+    >>> thresholds.delta(1000, 4, 4)  # float32 values, uint32 indices: half the range
+    500.0
+    >>> f"{thresholds.delta(1000, 8, 4):.1f}"  # float64 values: two thirds
+    '666.7'
+    """
     return DELTA_SCALE * n * value_itemsize / (index_itemsize + value_itemsize)
 
 
