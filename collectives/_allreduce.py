@@ -44,7 +44,7 @@ class _Channel:
             try:
                 found = cost_model.stored(comm.Get_size()) or {}
                 calibrated[:] = [found.get(name, np.nan) for name in cost_model.NAMES]
-            except (ValueError, TypeError) as exc:  # the other ranks wait in Bcast
+            except Exception as exc:  # noqa: BLE001 - the other ranks wait in Bcast
                 warnings.warn(f"{exc}; auto uses the default constants", stacklevel=2)
         comm.Bcast(calibrated, root=0)
         self.calibrated = tuple(calibrated.tolist())
@@ -591,7 +591,7 @@ def allgather(vec, comm=None, *, stats=None):
     error = None
     if isinstance(vec, np.ndarray):
         try:
-            vec = SparseVector.from_dense(vec)
+            vec = SparseVector.from_dense(check_values(vec, "vec"))
         except (TypeError, ValueError) as exc:
             error = exc
     elif not isinstance(vec, SparseVector):

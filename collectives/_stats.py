@@ -62,7 +62,7 @@ class Stats:
         ----------
         other : Stats
             The record to add: its counts and seconds are added to these, and its
-            ``algorithm`` replaces this one's.
+            ``algorithm``, where it has one, replaces this one's.
 
         Returns
         -------
@@ -77,7 +77,8 @@ class Stats:
         >>> total.algorithm, total.calls, total.bytes_sent, total.messages
         ('ssar_recursive_double', 2, 136, 2)
         """
-        self.algorithm = other.algorithm
+        if other.algorithm is not None:
+            self.algorithm = other.algorithm
         self.calls += other.calls
         self.bytes_sent += other.bytes_sent
         self.bytes_received += other.bytes_received

@@ -413,8 +413,8 @@ def stored(nprocs, path=None):
     Raises
     ------
     ValueError
-        If the file is not readable JSON, or a constant of the record is not a
-        non-negative number or null.
+        If the file is not readable JSON, not an object of records, or the record not an
+        object whose constants are non-negative numbers or null.
 
     See Also
     --------
@@ -436,14 +436,26 @@ def stored(nprocs, path=None):
     True
     >>> folder.cleanup()
     """
-    record = _records(path or calibration_path()).get(str(nprocs))
+    where = path or calibration_path()
+    records = _records(where)
+    if not isinstance(records, dict):
+        raise ValueError(
+            f"calibration file {where}: expected a JSON object of records by number of "
+            f"ranks, got {type(records).__name__}"
+        )
+    record = records.get(str(nprocs))
     if record is None:
         return None
+    if not isinstance(record, dict):
+        raise ValueError(
+            f"calibration file {where}: the record for {nprocs} ranks must be a JSON "
+            f"object of constants, got {type(record).__name__}"
+        )
     constants = {name: record.get(name) for name in NAMES}
     for name, value in constants.items():
         if value is not None and not (isinstance(value, int | float) and value >= 0):
             raise ValueError(
-                f"calibration file {path or calibration_path()}: {name} for {nprocs} ranks "
+                f"calibration file {where}: {name} for {nprocs} ranks "
                 f"must be a non-negative number or null, got {value!r}"
             )
     return constants

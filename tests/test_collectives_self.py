@@ -104,3 +104,21 @@ def test_a_wait_spins_then_yields_then_naps_longer(monkeypatch):
     actions.clear()
     assert _wire.run(steps(), MPI.COMM_SELF, nap=False) == "over"
     assert actions == []
+
+
+def test_stats_add_keeps_the_algorithm_of_an_empty_record():
+    total = Stats(algorithm="dense", calls=1, bytes_sent=8)
+    total.add(Stats())
+    assert (total.algorithm, total.calls, total.bytes_sent) == ("dense", 1, 8)
+    total.add(Stats(algorithm="ssar_split_allgather", calls=1))
+    assert (total.algorithm, total.calls) == ("ssar_split_allgather", 2)
+
+
+def test_allgather_names_its_argument_when_a_dense_vector_is_bad():
+    import numpy as np
+    from mpi4py import MPI
+
+    from collectives import allgather
+
+    with pytest.raises((TypeError, ValueError), match=r"^vec "):
+        allgather(np.zeros((2, 2)), MPI.COMM_SELF)

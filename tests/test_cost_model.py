@@ -91,3 +91,39 @@ def test_a_bad_stored_constant_names_itself(tmp_path):
     path.write_text('{"2": {"alpha": "fast", "beta": 1e-9}}')
     with pytest.raises(ValueError, match="alpha for 2 ranks must be a non-negative number"):
         cost_model.stored(2, path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[1, 2]", "expected a JSON object of records by number of ranks, got list"),
+        ('{"4": 3}', "the record for 4 ranks must be a JSON object of constants, got int"),
+        ('{"4": {"alpha": -1}}', "alpha for 4 ranks must be a non-negative number"),
+        ("{", "is not readable JSON"),
+    ],
+)
+def test_a_calibration_file_of_another_shape_is_refused(tmp_path, text, message):
+    path = tmp_path / "calibration.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        cost_model.stored(4, path)
+
+
+def test_collectives_warn_and_take_the_defaults_where_the_calibration_is_bad(tmp_path, monkeypatch):
+    # rank 0 reads the file while the others wait for what it found: whatever the file
+    # holds, rank 0 must not raise there
+    import numpy as np
+    from mpi4py import MPI
+
+    from collectives import allreduce
+
+    path = tmp_path / "calibration.json"
+    path.write_text('{"1": 3}')
+    monkeypatch.setenv(cost_model.CALIBRATION_ENV, str(path))
+    comm = MPI.COMM_SELF.Dup()  # a communicator the collectives have not read a file for
+    try:
+        with pytest.warns(UserWarning, match="must be a JSON object.*default constants"):
+            total = allreduce(np.array([1.0, 0.0, 2.0]), comm)
+    finally:
+        comm.Free()
+    assert total.to_dense().tolist() == [1.0, 0.0, 2.0]
