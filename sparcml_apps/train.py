@@ -24,6 +24,7 @@ import numpy as np
 import collectives
 
 from ._modes import set_default_mode
+from .cluster._guard import describe
 from .datasets import from_shards, make_url_like, read_catalog, shard
 from .datasets._cache import is_cache
 from .datasets._compression import sniff
@@ -231,6 +232,14 @@ def check_options(options):
         _check_writable("--checkpoint", folder, folder)
     if options.scheduler_file and not options.dask:
         raise ValueError("--scheduler-file goes with --dask")
+    for flag, value in (("--interface", options.interface), ("--insecure", options.insecure)):
+        if value and not options.dask:
+            raise ValueError(f"{flag} goes with --dask")
+        if value and options.scheduler_file:
+            raise ValueError(
+                f"{flag} does not go with --scheduler-file: the cluster of the file was "
+                "started with its own"
+            )
     if options.shutdown and not options.scheduler_file:
         raise ValueError("--shutdown goes with --scheduler-file")
     if options.ranks is not None and options.dask:
@@ -382,8 +391,10 @@ def run_dask(options):
     from . import cluster
 
     if options.scheduler_file is None:
-        cluster.initialize()  # returns on the client rank only
+        # returns on the client rank only
+        cluster.initialize(interface=options.interface, insecure=options.insecure)
         client = Client()
+        print(f"sparcml train: {describe(client.scheduler.address, options.insecure)}", flush=True)
     else:
         client = Client(scheduler_file=options.scheduler_file)
         client.wait_for_workers(options.workers, timeout=cluster.JOIN_SECONDS)
