@@ -24,6 +24,7 @@ import numpy as np
 import collectives
 
 from ._modes import set_default_mode
+from ._paths import readable_file, writable_file, writable_folder
 from .cluster._guard import describe
 from .datasets import from_shards, make_url_like, read_catalog, shard
 from .datasets._cache import is_cache
@@ -229,9 +230,11 @@ def check_options(options):
         folder = Path(options.checkpoint)
         if folder.exists() and not folder.is_dir():
             raise ValueError(f"--checkpoint must be a directory; got the file {folder}")
-        _check_writable("--checkpoint", folder, folder)
+        _check_path("--checkpoint", writable_folder, folder)
     if options.scheduler_file and not options.dask:
         raise ValueError("--scheduler-file goes with --dask")
+    if options.scheduler_file:
+        _check_path("--scheduler-file", readable_file, options.scheduler_file)
     for flag, value in (("--interface", options.interface), ("--insecure", options.insecure)):
         if value and not options.dask:
             raise ValueError(f"{flag} goes with --dask")
@@ -253,8 +256,8 @@ def check_options(options):
     _check_data("--dataset", options.dataset, options.n_features)
     _check_data("--test", options.test, 1)  # its columns are those of --dataset
     model, metrics = Path(options.model), Path(options.metrics)
-    _check_output("--model", model)
-    _check_output("--metrics", metrics)
+    _check_path("--model", writable_file, model)
+    _check_path("--metrics", writable_file, metrics)
     if model.resolve() == metrics.resolve():
         raise ValueError(f"--model and --metrics must be different files; both are {model}")
 
@@ -289,24 +292,12 @@ def _check_data(flag, value, n_features):
         )
 
 
-def _check_output(flag, path):
-    """An output file: not a directory, in a directory where a file can be made."""
-    if path.is_dir():
-        raise ValueError(f"{flag} {path}: expected a file name; it is a directory")
-    _check_writable(flag, path, path.parent)
-
-
-def _check_writable(flag, path, folder):
-    """``folder``, or the nearest folder above it that exists, takes new files."""
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir():
-        raise ValueError(f"{flag} {path}: {folder} is not a directory")
-    try:  # a real try: permission bits do not tell for root, read-only mounts or /proc
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise ValueError(f"{flag} {path}: cannot write in {folder} ({exc.strerror})") from None
+def _check_path(flag, check, path):
+    """``check(path)`` (see :mod:`._paths`), its error named after the option ``flag``."""
+    try:
+        check(path)
+    except ValueError as exc:
+        raise ValueError(f"{flag} {exc}") from None
 
 
 def sources(options):
