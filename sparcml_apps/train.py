@@ -4,9 +4,9 @@ Under ``mpiexec`` (SPMD) every rank loads its share of the rows and all ranks fi
 together over ``COMM_WORLD``. With Dask, rank 1 of the job (or a process outside it, given
 a scheduler file) builds Dask arrays whose chunks the workers load, and fits on them.
 Either way a :class:`Progress` callback prints one row per epoch: the loss, the accuracy
-on the test rows, the seconds, the bytes the ranks sent and the bytes a dense allreduce
-would have sent. Rank 0 (or the Dask client) writes the model (joblib) and the metrics
-(JSON).
+on the test rows, the seconds, the bytes the ranks sent, the bytes a dense allreduce of
+the same exchanges would have sent, and how the two compare. Rank 0 (or the Dask client)
+writes the model (joblib) and the metrics (JSON).
 """
 
 import json
@@ -35,7 +35,7 @@ from .jobs import row_blocks
 
 TOPIC = "sparcml-progress"
 """The Dask event topic on which workers send the progress rows to the client."""
-COLUMNS = ("epoch", "loss", "test_accuracy", "seconds", "sent_MB", "dense_MB", "saved")
+COLUMNS = ("epoch", "loss", "test_accuracy", "seconds", "sent_MB", "dense_MB", "vs_dense")
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ def print_row(row, file=sys.stdout):
         f"{row['seconds']:13.2f}",
         f"{row['bytes_sent'] / 1e6:13.2f}",
         f"{row['dense_bytes'] / 1e6:13.1f}",
-        f"{dense / sent:12.1f}x" if sent else f"{'-':>13}",  # one rank sends nothing
+        f"{versus(sent, dense) if sent else '-':>13}",  # one rank sends nothing
     ]
     print(" ".join(cells), file=file, flush=True)
 
@@ -480,21 +480,30 @@ def finish(
 
 
 def _traffic(sent, dense):
-    """The bytes sent against those of a dense allreduce, in words."""
+    """The bytes sent against those of a dense allreduce of the same exchanges, in words."""
     if not sent:
-        return "nothing sent (one rank)"
-    if dense >= sent:
-        compared = f"{_times(dense / sent)} more"
-    else:
-        compared = f"{_times(sent / max(dense, 1))} less"
+        return "nothing sent (one rank: no exchange)"
+    compared = versus(sent, dense)
     return (
-        f"sent {sent / 1e6:.1f} MB; a dense allreduce would have sent {dense / 1e6:.1f} MB "
-        f"({compared})"
+        f"sent {sent / 1e6:.1f} MB, {compared}{' as' if compared == 'as much' else ' than'} "
+        f"a dense allreduce of the same exchanges ({dense / 1e6:.1f} MB)"
     )
 
 
-def _times(ratio):
-    return f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.1f}x"
+def versus(sent, dense):
+    """How ``sent`` bytes compare with ``dense`` ones: ``"143x less"``, ``"1.4x more"``,
+    ``"4.2% less"``, ``"0.0052% more"`` (a percentage below a tenth apart) or ``"as much"``."""
+    if sent == dense:
+        return "as much"
+    word = "less" if sent < dense else "more"
+    if not dense:
+        return word
+    ratio = max(sent, dense) / min(sent, dense)
+    if ratio >= 10:
+        return f"{ratio:.0f}x {word}"
+    if ratio >= 1.1:
+        return f"{ratio:.1f}x {word}"
+    return f"{abs(sent - dense) / dense * 100:.2g}% {word}"
 
 
 def _write(path, save):
