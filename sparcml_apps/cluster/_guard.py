@@ -54,7 +54,7 @@ def credentials():
 
 def require_tls(certificate, key):
     """Make this process's Dask components speak TLS only, with ``certificate`` (the
-    authority too) and ``key``, for every role; return the dask config set."""
+    authority too) and ``key``, for every role."""
     import dask
 
     settings = {
@@ -65,7 +65,6 @@ def require_tls(certificate, key):
         settings[f"distributed.comm.tls.{role}.cert"] = certificate
         settings[f"distributed.comm.tls.{role}.key"] = key
     dask.config.set(settings)
-    return settings
 
 
 def serve_no_http():
