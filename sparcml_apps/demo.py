@@ -2,9 +2,10 @@
 
 Runs ``sparcml train --ranks 4`` on 200,000 rows shaped like LIBSVM's ``url`` (3.2
 million columns, about 116 nonzeros a row; a fifth of each rank's rows held out for
-testing) and shows the test accuracy, the time, and the bytes the sparse allreduce sent
-next to what a dense allreduce of the whole model would have sent. The model and the
-metrics go to ``results/demo/`` (or the directory given as the argument).
+testing) and shows the test accuracy, the time, and the bytes the ranks' allreduces sent
+next to what a dense allreduce of the whole model at the same exchanges would have sent.
+The model and the metrics go to ``results/demo/`` (or the directory given as the
+argument).
 """
 
 import sys

@@ -4,9 +4,9 @@ Under ``mpiexec`` (SPMD) every rank loads its share of the rows and all ranks fi
 together over ``COMM_WORLD``. With Dask, rank 1 of the job (or a process outside it, given
 a scheduler file) builds Dask arrays whose chunks the workers load, and fits on them.
 Either way a :class:`Progress` callback prints one row per epoch: the loss, the accuracy
-on the test rows, the seconds, the bytes the ranks sent and the bytes a dense allreduce
-would have sent. Rank 0 (or the Dask client) writes the model (joblib) and the metrics
-(JSON).
+on the test rows, the seconds, the bytes the ranks sent, the bytes a dense allreduce of
+the same exchanges would have sent, and how the two compare. Rank 0 (or the Dask client)
+writes the model (joblib) and the metrics (JSON).
 """
 
 import json
@@ -24,6 +24,8 @@ import numpy as np
 import collectives
 
 from ._modes import set_default_mode
+from ._paths import readable_file, writable_file, writable_folder
+from .cluster._guard import describe
 from .datasets import from_shards, make_url_like, read_catalog, shard
 from .datasets._cache import is_cache
 from .datasets._compression import sniff
@@ -33,7 +35,7 @@ from .jobs import row_blocks
 
 TOPIC = "sparcml-progress"
 """The Dask event topic on which workers send the progress rows to the client."""
-COLUMNS = ("epoch", "loss", "test_accuracy", "seconds", "sent_MB", "dense_MB", "saved")
+COLUMNS = ("epoch", "loss", "test_accuracy", "seconds", "sent_MB", "dense_MB", "vs_dense")
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,7 @@ def print_row(row, file=sys.stdout):
         f"{row['seconds']:13.2f}",
         f"{row['bytes_sent'] / 1e6:13.2f}",
         f"{row['dense_bytes'] / 1e6:13.1f}",
-        f"{dense / sent:12.1f}x" if sent else f"{'-':>13}",  # one rank sends nothing
+        f"{versus(sent, dense) if sent else '-':>13}",  # one rank sends nothing
     ]
     print(" ".join(cells), file=file, flush=True)
 
@@ -228,9 +230,19 @@ def check_options(options):
         folder = Path(options.checkpoint)
         if folder.exists() and not folder.is_dir():
             raise ValueError(f"--checkpoint must be a directory; got the file {folder}")
-        _check_writable("--checkpoint", folder, folder)
+        _check_path("--checkpoint", writable_folder, folder)
     if options.scheduler_file and not options.dask:
         raise ValueError("--scheduler-file goes with --dask")
+    if options.scheduler_file:
+        _check_path("--scheduler-file", readable_file, options.scheduler_file)
+    for flag, value in (("--interface", options.interface), ("--insecure", options.insecure)):
+        if value and not options.dask:
+            raise ValueError(f"{flag} goes with --dask")
+        if value and options.scheduler_file:
+            raise ValueError(
+                f"{flag} does not go with --scheduler-file: the cluster of the file was "
+                "started with its own"
+            )
     if options.shutdown and not options.scheduler_file:
         raise ValueError("--shutdown goes with --scheduler-file")
     if options.ranks is not None and options.dask:
@@ -244,8 +256,8 @@ def check_options(options):
     _check_data("--dataset", options.dataset, options.n_features)
     _check_data("--test", options.test, 1)  # its columns are those of --dataset
     model, metrics = Path(options.model), Path(options.metrics)
-    _check_output("--model", model)
-    _check_output("--metrics", metrics)
+    _check_path("--model", writable_file, model)
+    _check_path("--metrics", writable_file, metrics)
     if model.resolve() == metrics.resolve():
         raise ValueError(f"--model and --metrics must be different files; both are {model}")
 
@@ -280,24 +292,12 @@ def _check_data(flag, value, n_features):
         )
 
 
-def _check_output(flag, path):
-    """An output file: not a directory, in a directory where a file can be made."""
-    if path.is_dir():
-        raise ValueError(f"{flag} {path}: expected a file name; it is a directory")
-    _check_writable(flag, path, path.parent)
-
-
-def _check_writable(flag, path, folder):
-    """``folder``, or the nearest folder above it that exists, takes new files."""
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir():
-        raise ValueError(f"{flag} {path}: {folder} is not a directory")
-    try:  # a real try: permission bits do not tell for root, read-only mounts or /proc
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise ValueError(f"{flag} {path}: cannot write in {folder} ({exc.strerror})") from None
+def _check_path(flag, check, path):
+    """``check(path)`` (see :mod:`._paths`), its error named after the option ``flag``."""
+    try:
+        check(path)
+    except ValueError as exc:
+        raise ValueError(f"{flag} {exc}") from None
 
 
 def sources(options):
@@ -382,8 +382,10 @@ def run_dask(options):
     from . import cluster
 
     if options.scheduler_file is None:
-        cluster.initialize()  # returns on the client rank only
+        # returns on the client rank only
+        cluster.initialize(interface=options.interface, insecure=options.insecure)
         client = Client()
+        print(f"sparcml train: {describe(client.scheduler.address, options.insecure)}", flush=True)
     else:
         client = Client(scheduler_file=options.scheduler_file)
         client.wait_for_workers(options.workers, timeout=cluster.JOIN_SECONDS)
@@ -478,21 +480,30 @@ def finish(
 
 
 def _traffic(sent, dense):
-    """The bytes sent against those of a dense allreduce, in words."""
+    """The bytes sent against those of a dense allreduce of the same exchanges, in words."""
     if not sent:
-        return "nothing sent (one rank)"
-    if dense >= sent:
-        compared = f"{_times(dense / sent)} more"
-    else:
-        compared = f"{_times(sent / max(dense, 1))} less"
+        return "nothing sent (one rank: no exchange)"
+    compared = versus(sent, dense)
     return (
-        f"sent {sent / 1e6:.1f} MB; a dense allreduce would have sent {dense / 1e6:.1f} MB "
-        f"({compared})"
+        f"sent {sent / 1e6:.1f} MB, {compared}{' as' if compared == 'as much' else ' than'} "
+        f"a dense allreduce of the same exchanges ({dense / 1e6:.1f} MB)"
     )
 
 
-def _times(ratio):
-    return f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.1f}x"
+def versus(sent, dense):
+    """How ``sent`` bytes compare with ``dense`` ones: ``"143x less"``, ``"1.4x more"``,
+    ``"4.2% less"``, ``"0.0052% more"`` (a percentage below a tenth apart) or ``"as much"``."""
+    if sent == dense:
+        return "as much"
+    word = "less" if sent < dense else "more"
+    if not dense:
+        return word
+    ratio = max(sent, dense) / min(sent, dense)
+    if ratio >= 10:
+        return f"{ratio:.0f}x {word}"
+    if ratio >= 1.1:
+        return f"{ratio:.1f}x {word}"
+    return f"{abs(sent - dense) / dense * 100:.2g}% {word}"
 
 
 def _write(path, save):

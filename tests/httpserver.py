@@ -17,7 +17,8 @@ class FileServer:
     an int (that HTTP status, no body), ``("cut", n)`` (the headers of the whole answer but
     only ``n`` bytes of body, then the connection closes), ``("stall", seconds)`` (no
     answer for that long), ``("slow", seconds)`` (the answer in ten parts spread over
-    that long) or ``("body", data)`` (``data`` served as the file, with status 200 or 206).
+    that long), ``("body", data)`` (``data`` served as the file, with status 200 or 206) or
+    ``("unsized", data)`` (``data`` with status 200 and no Content-Length).
     Requests beyond the list are served normally. ``requests`` logs ``(name, Range
     header)`` of each request.
     """
@@ -67,6 +68,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(action, tuple) and action[0] == "stall":
             time.sleep(action[1])
+            return
+        if isinstance(action, tuple) and action[0] == "unsized":
+            self.send_response(200)  # no Content-Length: the body ends when the connection does
+            self.end_headers()
+            self.wfile.write(action[1])
             return
         path = self.state.root / name
         if isinstance(action, tuple) and action[0] == "body":

@@ -72,9 +72,9 @@ def test_catalogue_datasets_in_the_data_home_are_found_with_their_test_split(tmp
     shutil.copy(LIBSVM / "a9a.t", tmp_path / "downloads" / "a9a.t")
     assert _peer_data.in_data_home(tmp_path) == ["a9a,a9a.t"]
     _peer_data.check("a9a,a9a.t", tmp_path)
-    with pytest.raises(ValueError, match="'w8a'.*not in the data home"):
+    with pytest.raises(ValueError, match="^--datasets w8a: .*not in the data home"):
         _peer_data.check("w8a", tmp_path)
-    with pytest.raises(ValueError, match="'no/such.svm'.*not a file"):
+    with pytest.raises(ValueError, match="^--datasets no/such.svm: .*not a file"):
         _peer_data.check("no/such.svm", tmp_path)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from datasets_helpers import write_catalog
 
-from sparcml_apps.datasets import read_catalog
+from sparcml_apps.datasets import download, read_catalog
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -115,6 +115,40 @@ def test_bad_records_are_named(tmp_path, change, message):
     path = write_catalog(tmp_path / "c.toml", [GOOD | change])
     with pytest.raises(ValueError, match=f"c.toml: dataset #1 \\(x\\): {message}"):
         read_catalog(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"file": "../../../tmp/x"}, "file"),
+        ({"file": "/etc/passwd"}, "file"),
+        ({"file": "sub/x.bz2"}, "file"),
+        ({"file": ".."}, "file"),
+        ({"file": "x\\..\\y"}, "file"),
+        ({"name": "../x"}, "name"),
+        ({"name": "a/b"}, "name"),
+    ],
+)
+def test_names_that_leave_the_data_home_are_refused(tmp_path, change, key):
+    path = write_catalog(tmp_path / "c.toml", [GOOD | change])
+    message = f"'{key}' must be a plain file name, without '/', '\\\\', NUL or '..'"
+    with pytest.raises(ValueError, match=message):
+        read_catalog(path)
+    # nothing is fetched or written with such a catalogue
+    home = tmp_path / "home" / "deep"
+    with pytest.raises(ValueError, match=f"'{key}' must be a plain file name"):
+        download(change.get("name", "x"), data_home=home, catalog=path)
+    assert not (tmp_path / "home").exists() and sorted(tmp_path.iterdir()) == [path]
+
+
+@pytest.mark.parametrize("member", ["../x.svm", "/x.svm", "archive/../../x.svm", "a\\b"])
+def test_archive_members_above_the_archive_are_refused(tmp_path, member):
+    tar = GOOD | {"compression": "tar.xz", "file": "x.tar.xz"}
+    path = write_catalog(tmp_path / "c.toml", [tar | {"member": member}])
+    with pytest.raises(ValueError, match="'member' must be a relative path in the archive"):
+        read_catalog(path)
+    path = write_catalog(tmp_path / "c.toml", [tar | {"member": "archive/x.svm"}])
+    assert read_catalog(path)["x"].member == "archive/x.svm"
 
 
 def test_bad_catalogue_files(tmp_path):

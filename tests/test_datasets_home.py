@@ -415,8 +415,8 @@ def test_a_mirror_that_is_no_http_url_fails_at_once(capsys, site, monkeypatch):
 
 
 def test_a_data_home_that_cannot_be_written_is_named(capsys, site, tmp_path):
-    home = tmp_path / "a-file"
-    home.write_text("not a folder\n")
+    home = tmp_path / "a-file" / "home"
+    home.parent.write_text("not a folder\n")
     code, out, err = cli(
         capsys,
         SimpleNamespace(home=home, catalog=site.catalog, server=site.server),
@@ -431,6 +431,15 @@ def test_a_data_home_that_cannot_be_written_is_named(capsys, site, tmp_path):
     )
     with pytest.raises(DataHomeError):
         datasets.convert("pub", **{**options(site), "data_home": home})
+    # a file given as the data home is refused before any work, named as an option
+    with pytest.raises(SystemExit) as caught:
+        cli(capsys, SimpleNamespace(home=home.parent, catalog=site.catalog, server=site.server),
+            "download", "pub")  # fmt: skip
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"sparcml-datasets download: error: argument --data-home: {home.parent}: expected a "
+        "directory; it is a file\n"
+    )
 
 
 def test_an_interrupted_conversion_says_what_it_left(capsys, site, monkeypatch):

@@ -1,6 +1,7 @@
 """The svmlight parser and decompression, against scikit-learn's ``load_svmlight_file``."""
 
 import bz2
+import gzip
 import io
 import lzma
 import threading
@@ -120,6 +121,24 @@ def test_messy_text_equals_scikit_learn(chunk_bytes, tmp_path):
     np.testing.assert_array_equal(np.isnan(X.data), np.isnan(X_ref.sorted_indices().data))
     X.data[np.isnan(X.data)] = X_ref.data[np.isnan(X_ref.data)] = 0
     assert_same(X, y, X_ref, y_ref)
+
+
+def test_gzip_files_read_as_scikit_learn_reads_them(tmp_path):
+    # scikit-learn opens a .gz file by its name; here the first bytes tell
+    path = tmp_path / "messy.svm.gz"
+    path.write_bytes(gzip.compress(messy_text()))
+    unnamed = tmp_path / "messy"
+    unnamed.write_bytes(path.read_bytes())
+    for source in (path, unnamed):
+        X_ref, y_ref = load_svmlight_file(str(path), n_features=5000, zero_based=False)
+        X, y = load_svmlight(source, n_features=5000)
+        np.testing.assert_array_equal(np.isnan(X.data), np.isnan(X_ref.sorted_indices().data))
+        X.data[np.isnan(X.data)] = X_ref.data[np.isnan(X_ref.data)] = 0
+        assert_same(X, y, X_ref, y_ref)
+    cut = tmp_path / "cut.svm.gz"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(ParseError, match=rf"^{cut}, line \d+: cannot read the data"):
+        load_svmlight(cut, n_features=5000)
 
 
 def test_small_output_buffers_give_the_same_rows(monkeypatch):

@@ -17,7 +17,7 @@ from testdata import LIBSVM, needs_a9a
 
 from sparcml_apps.bench import BENCHMARKS
 from sparcml_apps.cli.main import build_parser, main
-from sparcml_apps.train import Source, _traffic, print_row
+from sparcml_apps.train import Source, _traffic, print_row, versus
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -55,7 +55,7 @@ def test_ranks_and_mpiexec_give_the_same_model(tmp_path):
     lines = local.stdout.splitlines()
     assert lines[1].split() == ["epoch", "loss", "test_accuracy", "seconds", "sent_MB"] + [
         "dense_MB",
-        "saved",
+        "vs_dense",
     ]
     assert [line.split()[0] for line in lines[2:4]] == ["1", "2"]
     assert lines[4].startswith(f"test accuracy {metrics['test_accuracy']:.4f} | fit ")
@@ -215,13 +215,21 @@ def test_the_table_and_summary_of_traffic():
     print_row({**row, "bytes_sent": 0, "dense_bytes": 0}, file=out)  # one rank
     print_row({**row, "bytes_sent": 4_400_000, "dense_bytes": 4_000_000}, file=out)
     print_row({**row, "bytes_sent": 1_000_000, "dense_bytes": 142_800_000}, file=out)
-    assert [line.split()[-1] for line in out.getvalue().splitlines()] == ["-", "0.9x", "142.8x"]
-    assert _traffic(0, 0) == "nothing sent (one rank)"
+    print_row({**row, "bytes_sent": 77_570_460, "dense_bytes": 77_566_400}, file=out)
+    cells = [line[-13:].strip() for line in out.getvalue().splitlines()]
+    assert cells == ["-", "1.1x more", "143x less", "0.0052% more"]
+    assert _traffic(0, 0) == "nothing sent (one rank: no exchange)"
     assert _traffic(4_400_000, 4_000_000) == (
-        "sent 4.4 MB; a dense allreduce would have sent 4.0 MB (1.1x less)"
+        "sent 4.4 MB, 1.1x more than a dense allreduce of the same exchanges (4.0 MB)"
     )
-    assert _traffic(4_000_000, 5_000_000).endswith("(1.2x more)")
-    assert _traffic(1_000_000, 142_800_000).endswith("(143x more)")
+    # more sent than a dense allreduce never reads "less", however close
+    assert _traffic(387_852_300, 387_832_000) == (
+        "sent 387.9 MB, 0.0052% more than a dense allreduce of the same exchanges (387.8 MB)"
+    )
+    assert _traffic(4_000_000, 5_000_000).startswith("sent 4.0 MB, 1.2x less than")
+    assert _traffic(1_000_000, 142_800_000).startswith("sent 1.0 MB, 143x less than")
+    assert _traffic(5_000_000, 5_000_000).startswith("sent 5.0 MB, as much as a dense")
+    assert versus(2_000_000, 1_000_000) == "2.0x more" and versus(1, 1_000_000) == "1000000x less"
 
 
 def test_one_rank_reports_no_traffic(tmp_path):
@@ -233,7 +241,7 @@ def test_one_rank_reports_no_traffic(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[2].split()[0] == "1" and lines[2].split()[-1] == "-"
-    assert lines[3].endswith("| nothing sent (one rank)")
+    assert lines[3].endswith("| nothing sent (one rank: no exchange)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "model.joblib"]
 
 

@@ -1,6 +1,7 @@
 import argparse
 import importlib
 
+from .._paths import OptionError
 from . import BENCHMARKS
 
 
@@ -13,7 +14,10 @@ def main(argv=None, prog="python -m sparcml_apps.bench"):
         module.add_arguments(sub)
         sub.set_defaults(run=module.run)
     args = parser.parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except OptionError as exc:  # found before any work: a usage error, in one line
+        parser.exit(2, f"{parser.prog} {args.benchmark}: error: {exc}\n")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ import json
 import tempfile
 from pathlib import Path
 
+from .._paths import option, writable_folder
+
 
 def apply_quick(args, settings):
     """With ``--quick``, replace the arguments named in ``settings`` by its values."""
@@ -15,7 +17,7 @@ def apply_quick(args, settings):
 def add_out_argument(parser):
     parser.add_argument(
         "--out",
-        type=Path,
+        type=option(writable_folder),
         default=Path("results"),
         help="folder of the JSON records, Markdown table and plots (default: results)",
     )
@@ -25,7 +27,7 @@ def add_dir_argument(parser, what):
     """``--dir``: where a benchmark writes ``what``, kept for the next run."""
     parser.add_argument(
         "--dir",
-        type=Path,
+        type=option(writable_folder),
         help=f"where to write {what}; those made before are reused (default: a temporary "
         "directory, removed at the end)",
     )

@@ -14,6 +14,7 @@ import numpy as np
 from sklearn.datasets import dump_svmlight_file
 from sklearn.model_selection import train_test_split
 
+from .._paths import OptionError
 from ..datasets import GENERATORS, dataset_path, load, load_svmlight, make_url_like, read_catalog
 from ..datasets._cache import is_cache
 from ._peer_systems import vw
@@ -75,7 +76,7 @@ def _partner(catalog, dataset):
 
 
 def check(spec, data_home=None):
-    """Raise ValueError naming ``spec`` unless it is a generator, a file, or a catalogue
+    """Raise OptionError naming ``spec`` unless it is a generator, a file, or a catalogue
     name whose file is in the data home (with its test part, after a comma)."""
     if spec in GENERATORS:
         return
@@ -84,8 +85,8 @@ def check(spec, data_home=None):
         if Path(part).is_file() or (part in names and _present(part, data_home)):
             continue
         where = "not in the data home" if part in names else "not a file"
-        raise ValueError(
-            f"dataset {part!r}: expected one of {', '.join(GENERATORS)}, a LIBSVM file or a "
+        raise OptionError(
+            f"--datasets {part}: expected one of {', '.join(GENERATORS)}, a LIBSVM file or a "
             f"catalogue name in the data home; it is {where}"
         )
 

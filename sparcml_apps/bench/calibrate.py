@@ -8,11 +8,11 @@ communicator of P ranks read. With ``--rate``, measured over emulated links (roo
 """
 
 import json
-from pathlib import Path
 
 from collectives import cost_model
 
 from .. import netem
+from .._paths import option, writable_file
 
 MODULE = "sparcml_apps.bench._calibrate_ranks"
 
@@ -23,7 +23,7 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--path",
-        type=Path,
+        type=option(writable_file),
         default=None,
         help="the calibration file (default: $SPARCML_CALIBRATION, else "
         "~/.cache/sparcml/calibration.json)",

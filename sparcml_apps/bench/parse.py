@@ -25,6 +25,7 @@ from sklearn.datasets import dump_svmlight_file
 
 from sparcml_apps.datasets import convert_svmlight, load_cache, make_url_like
 
+from .._paths import option, readable_file
 from ._output import add_dir_argument, add_out_argument, apply_quick, in_folder, write
 
 N_FEATURES = 3_231_961
@@ -53,7 +54,7 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--a9a",
-        type=Path,
+        type=option(readable_file),
         default=Path(os.environ.get("SPARCML_TEST_DATA", "../shared/data/libsvm")) / "a9a",
         help="the LIBSVM a9a file, left out if absent (default: a9a in $SPARCML_TEST_DATA, "
         "else ../shared/data/libsvm)",

@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .._paths import directory, option, writable_folder
+from ..datasets._home import DEFAULT_HOME, HOME_VARIABLE
 from . import _peer_data
 from ._output import add_out_argument, apply_quick, draw, slug, write
 from ._peer_systems import SYSTEMS
@@ -61,7 +63,9 @@ def add_arguments(parser):
         "there is added)",
     )
     parser.add_argument(
-        "--data-home", help="where datasets are kept (default: $SPARCML_DATA_HOME, else ~)"
+        "--data-home",
+        type=option(directory),
+        help=f"where datasets are kept (default: ${HOME_VARIABLE}, else {DEFAULT_HOME})",
     )
     parser.add_argument(
         "--rows",
@@ -124,8 +128,9 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--work",
-        type=Path,
-        help="folder for the datasets' files, removed after each dataset (default: the "
+        type=option(writable_folder),
+        help="folder for the datasets' files, made if missing; they are removed after each "
+        "dataset (default: the "
         "system's temporary folder)",
     )
     parser.add_argument(
@@ -151,6 +156,8 @@ def run(args):
         _peer_data.check(spec, args.data_home)
     records = []
     for spec in specs:
+        if args.work is not None:
+            args.work.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="sparcml-peers-", dir=args.work) as folder:
             files = _prepare(spec, Path(folder), args)
             for name in args.systems:

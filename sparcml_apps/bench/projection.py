@@ -13,10 +13,10 @@ and 4 ranks beside the measured ones.
 
 import json
 import os
-from pathlib import Path
 
 from collectives import ALGORITHMS, cost_model
 
+from .._paths import option, readable_file
 from . import _time_to_target as T
 from ._output import add_out_argument, apply_quick, draw, write
 
@@ -31,7 +31,7 @@ DATASETS = {
 def add_arguments(parser):
     parser.add_argument(
         "--calibration",
-        type=Path,
+        type=option(readable_file),
         help="take alpha, beta and gamma from this calibration file (its record of the most "
         "ranks; see the calibrate benchmark), unless given below",
     )
@@ -50,7 +50,7 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--scaling",
-        type=Path,
+        type=option(readable_file),
         help="the JSON of `sparcml bench scaling` to take the epochs to target and the "
         "measured epochs from (default: scaling.json in --out, when there is one)",
     )

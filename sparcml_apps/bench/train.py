@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from .. import netem
+from .._paths import OptionError
 from ..train import Source
 from ._output import add_out_argument, apply_quick, draw, slug, write
 
@@ -204,7 +205,10 @@ def run(args):
     grid = cells(args)
     for dataset in args.datasets:  # a dataset that cannot be read fails before any run
         if dataset != "url-like":
-            Source(dataset.partition(",")[0], n_features=args.n_features).width()
+            try:
+                Source(dataset.partition(",")[0], n_features=args.n_features).width()
+            except (OSError, ValueError) as exc:
+                raise OptionError(f"--datasets {dataset}: {exc}") from None
     for dataset in args.datasets:
         options = ranks_options(
             rows=args.rows, features=args.features, epochs=args.epochs,

@@ -5,6 +5,7 @@ import sys
 import warnings
 
 from sparcml_apps import datasets
+from sparcml_apps._paths import directory, option, readable_file
 from sparcml_apps.datasets._cache import is_cache
 from sparcml_apps.datasets._home import (
     DEFAULT_HOME,
@@ -22,11 +23,13 @@ def build_parser():
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--data-home",
+        type=option(directory),
         metavar="DIR",
         help=f"where datasets are kept (default: ${HOME_VARIABLE}, else {DEFAULT_HOME})",
     )
     common.add_argument(
         "--catalog",
+        type=option(readable_file),
         metavar="FILE",
         help="a catalogue TOML file to use (default: the one shipped with sparcml)",
     )

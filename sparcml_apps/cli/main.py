@@ -155,6 +155,20 @@ def add_train_arguments(parser):
         "(default: MPI ranks)",
     )
     run.add_argument(
+        "--interface",
+        metavar="NAME",
+        help="with --dask: the network interface the scheduler and the workers listen on, "
+        "e.g. ib0 (default: the loopback interface when every rank runs on this host, else "
+        "every interface of the host)",
+    )
+    run.add_argument(
+        "--insecure",
+        action="store_true",
+        help="with --dask: plain TCP, no TLS: any process that reaches the cluster's "
+        "addresses can run code in it; only on a network of your own (default: TLS with "
+        "credentials made for this run, held by its ranks only)",
+    )
+    run.add_argument(
         "--scheduler-file",
         metavar="FILE",
         help="with --dask: the scheduler file of a running cluster (dask-mpi "

@@ -18,21 +18,51 @@ _job = {"started": False, "stuck": False}  # by initialize here; workers left in
 _closed = {}  # "comm": a duplicate of the job's communicator, for the workers' last word
 
 
-def initialize(**dask_mpi_options):
+def initialize(
+    *, interface=None, insecure=False, dashboard=False, dashboard_address=None, **dask_mpi_options
+):
     """Start Dask on the ranks of this MPI job; return on rank 1 only (the client).
 
     Every rank calls it. Before the cluster starts, ranks 2.. split off a communicator of
     their own (see :func:`worker_comm`); then :func:`dask_mpi.initialize` runs the
     scheduler on rank 0 and a worker on each rank from 2 on. Those ranks exit (status 0)
     when the cluster shuts down; rank 1 returns once every worker has joined, and shuts
-    the cluster down when it exits (:func:`shutdown`). Options go to
-    ``dask_mpi.initialize``; the defaults differ in ``nthreads=1`` (one task at a time: a
-    task may enter an MPI collective) and ``dashboard=False``. ``comm`` (default
-    ``COMM_WORLD``) must span the whole job.
+    the cluster down when it exits (:func:`shutdown`).
+
+    Parameters
+    ----------
+    interface : str, optional
+        The network interface the scheduler and the workers listen on (``"ib0"``, say).
+        Default: the loopback interface when every rank runs on this host, else every
+        interface of the host.
+    insecure : bool, default=False
+        Without it, every connection to the scheduler and the workers is TLS with mutual
+        authentication: rank 0 makes a private key and a self-signed certificate for this
+        run and hands them to the other ranks over MPI (they stay in memory); the dask
+        config of every rank, the client's included, holds them, and a process without
+        them cannot connect. With it, plain TCP: any process that reaches the addresses
+        can run code in the cluster.
+    dashboard : bool, default=False
+        Serve the scheduler's dashboard (HTTP, no TLS) at ``dashboard_address`` (default
+        port 8787 on the address the scheduler listens on). Without it the scheduler's and
+        the workers' HTTP servers serve nothing, on the loopback interface or ``interface``.
+    dashboard_address : str, optional
+        Where the dashboard listens, as ``"HOST:PORT"``.
+    **dask_mpi_options
+        Passed to ``dask_mpi.initialize``; ``nthreads`` defaults to 1 (one task at a time:
+        a task may enter an MPI collective). ``comm`` (default ``COMM_WORLD``) must span
+        the whole job.
+
+    Returns
+    -------
+    bool
+        True, on rank 1; the other ranks exit.
     """
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     import dask_mpi
     from mpi4py import MPI
+
+    from ._guard import protection
 
     comm = dask_mpi_options.pop("comm", None) or MPI.COMM_WORLD
     if comm.Get_size() < 3:
@@ -45,7 +75,14 @@ def initialize(**dask_mpi_options):
     if workers != MPI.COMM_NULL:
         _comms[_world_ranks(workers)] = workers
     _closed["comm"] = comm.Dup()
-    options = {"nthreads": 1, "dashboard": False, **dask_mpi_options}
+    options = protection(
+        comm,
+        interface=interface,
+        insecure=insecure,
+        dashboard=dashboard,
+        dashboard_address=dashboard_address,
+        options={"nthreads": 1, **dask_mpi_options},
+    )
     is_client = dask_mpi.initialize(comm=comm, exit=False, **options)
     if not is_client:
         if rank > CLIENT_RANK:  # this worker has closed: tell the client, which waits for it

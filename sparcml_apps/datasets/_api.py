@@ -17,6 +17,7 @@ from ._download import fetch, file_digest, progress_bar, read_progress
 from ._errors import ChecksumError, ContentError, DataHomeError, ParseError
 from ._files import write_lock
 from ._home import cache_path, data_home, download_path, manifest_path, source_url
+from ._limits import bounded, check_room
 from ._recorded import forget as forget_record
 from ._recorded import record, recorded
 from ._svmlight import iter_pieces
@@ -81,6 +82,10 @@ def convert(
     ``n_features``; labels must be among its ``labels``. A cache made from another file
     than the one the checksum names is made again; ``force`` converts again anyway. Safe
     to call from several processes at once.
+
+    A file that holds more rows or nonzeros than the catalogue lists is refused as soon as
+    they are read (nothing past them is written), and a conversion does not start where
+    the disk has no room for the cache the catalogue's figures make (DataHomeError).
     """
     cat, dataset, home = _resolve(name, catalog, data_home)
     dest = cache_path(home, dataset)
@@ -89,6 +94,7 @@ def convert(
     with write_lock(home, dest):
         if not force and _is_current(cat, dataset, home, dest):
             return dest
+        check_room(dataset, dest.parent)
         # a download without a checksum is checked by converting it: one parse, not two
         if download and not download_path(home, dataset).exists():
             if _fetch_file(cat, dataset, home, mirror, False, progress, cache=dest):
@@ -206,14 +212,15 @@ def _count(dataset, path, name, progress):
         progress_bar(path.stat().st_size, 0, f"check {dataset.name}", progress) as bar,
     ):
         rows = nnz = 0
-        for piece in iter_pieces(
+        pieces = iter_pieces(
             stream,
             name,
             n_features=dataset.n_features,
             classes=dataset.labels,
             on_block=read_progress(bar, raw),
             threads=None,
-        ):
+        )
+        for piece in bounded(pieces, dataset, name):
             rows += piece.row_nnz.size
             nnz += piece.indices.size
         return rows, nnz, raw.finish()
@@ -235,7 +242,8 @@ def _convert(cat, dataset, home, source, dest, progress, name=None):
         progress_bar(source.stat().st_size, 0, f"convert {dataset.name}", progress) as bar,
     ):
 
-        def check(manifest):
+        def same_file():
+            """The digest of the whole file, which must be the known one, if any."""
             hexdigest = raw.finish()
             if known and hexdigest != known.hexdigest:
                 raise ChecksumError(
@@ -247,6 +255,10 @@ def _convert(cat, dataset, home, source, dest, progress, name=None):
                     f"the file changed after its download: `sparcml-datasets download "
                     f"{dataset.name} --force` fetches it again",
                 )
+            return hexdigest
+
+        def check(manifest):
+            hexdigest = same_file()
             rows, nnz = manifest["shape"][0], manifest["nnz"]
             if known and known.published:  # the file is the published one: the figures err
                 if message := _counts_differ(dataset, rows, nnz):
@@ -265,7 +277,13 @@ def _convert(cat, dataset, home, source, dest, progress, name=None):
             on_block=read_progress(bar, raw),
             threads=None,
         )
-        return write_cache(pieces, dest, n_features=dataset.n_features, info=info, check=check)
+        pieces = bounded(pieces, dataset, described)
+        try:
+            return write_cache(pieces, dest, n_features=dataset.n_features, info=info, check=check)
+        except ContentError:
+            if known:  # too many rows in a file that changed: the change is the error
+                same_file()
+            raise
 
 
 def _is_current(cat, dataset, home, dest):

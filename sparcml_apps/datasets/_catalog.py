@@ -3,14 +3,14 @@
 import sys
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-COMPRESSIONS = ("none", "bz2", "xz", "tar.xz")
+COMPRESSIONS = ("none", "gz", "bz2", "xz", "tar.xz")
 DIGEST_LENGTHS = {"sha256": 64, "md5": 32}
 _REQUIRED = ("name", "task", "split", "file", "compression", "n_samples", "n_features", "labels")
 _OPTIONAL = ("nnz", "checksum", "member", "size", "notes")
@@ -92,6 +92,10 @@ def _check_record(record, where):
     for key in ("name", "task", "split", "file", "compression", "notes", "member"):
         if key in record and not (isinstance(record[key], str) and record[key]):
             raise ValueError(f"{where}: {key!r} must be a non-empty string; got {record[key]!r}")
+    for key in ("name", "file"):
+        _check_file_name(record[key], key, where)
+    if "member" in record:
+        _check_member(record["member"], where)
     for key in ("n_samples", "n_features", "nnz", "size"):
         value = record.get(key, 1)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -114,6 +118,25 @@ def _check_record(record, where):
     if "checksum" in record:
         fields["checksum"] = parse_checksum(record["checksum"], where)
     return Dataset(**fields)
+
+
+def _check_file_name(value, key, where):
+    """A name that becomes a file or a folder in the data home: one plain name."""
+    if value in (".", "..") or any(c in value for c in "/\\\0"):
+        raise ValueError(
+            f"{where}: {key!r} must be a plain file name, without '/', '\\', NUL or "
+            f"'..' (it names a file in the data home); got {value!r}"
+        )
+
+
+def _check_member(value, where):
+    """A path in a tar archive: relative, and never above the archive's top."""
+    path = PurePosixPath(value)
+    if path.is_absolute() or ".." in path.parts or any(c in value for c in "\\\0"):
+        raise ValueError(
+            f"{where}: 'member' must be a relative path in the archive, without '..', "
+            f"'\\' or NUL; got {value!r}"
+        )
 
 
 def parse_checksum(text, where):

@@ -1,6 +1,8 @@
-"""Streaming decompression: a plain, bz2, xz or tar.xz file read as one binary stream."""
+"""Streaming decompression: a plain, gzip, bz2, xz or tar.xz file read as one binary
+stream."""
 
 import bz2
+import gzip
 import io
 import lzma
 import tarfile
@@ -9,13 +11,13 @@ from pathlib import Path, PurePosixPath
 
 from ._errors import ContentError, ParseError
 
-_MAGIC = ((b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"))
+_MAGIC = ((b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x1f\x8b", "gz"))
 _TAR_SUFFIXES = (".tar.xz", ".txz")
 
 
 def sniff(path):
-    """The compression of ``path``, from its first bytes (and name, for tar): none, bz2, xz
-    or tar.xz."""
+    """The compression of ``path``, from its first bytes (and name, for tar): none, gz, bz2,
+    xz or tar.xz."""
     with open(path, "rb") as f:
         head = f.read(6)
     kind = next((kind for magic, kind in _MAGIC if head.startswith(magic)), "none")
@@ -29,8 +31,8 @@ def open_data(path, compression=None, member=None, *, digest=None, name=None):
     """Yield ``(stream, raw)``: the decompressed bytes of ``path`` as a binary stream and the
     file underneath (its position tells how far reading has come).
 
-    ``compression`` (none, bz2, xz, tar.xz) is checked against the file's first bytes; None
-    takes what they say. In a tar.xz, ``member`` names the file to read (a path in the
+    ``compression`` (none, gz, bz2, xz, tar.xz) is checked against the file's first bytes;
+    None takes what they say. In a tar.xz, ``member`` names the file to read (a path in the
     archive or its last part); None takes the first file. Nothing is read ahead. With
     ``digest`` (a hashlib object), ``raw`` feeds it every byte read and its ``finish()``
     reads what is left, so that the digest is that of the bytes the stream came from.
@@ -46,6 +48,9 @@ def open_data(path, compression=None, member=None, *, digest=None, name=None):
         raw = file if digest is None else _Tap(file, digest)
         if compression == "none":
             yield raw, raw
+        elif compression == "gz":
+            with gzip.GzipFile(fileobj=raw) as stream:
+                yield stream, raw
         elif compression == "bz2":
             with bz2.BZ2File(raw) as stream:
                 yield stream, raw

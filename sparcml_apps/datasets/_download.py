@@ -5,6 +5,7 @@ import hashlib
 import http.client
 import os
 import re
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ._errors import ChecksumError, DownloadError
+from ._errors import ChecksumError, DataHomeError, DownloadError
 
 RETRIES = 5
 """Retries after a timeout, a dropped connection or an HTTP 5xx, each resuming the transfer."""
@@ -149,6 +150,8 @@ def _transfer(url, part, digest, size, progress):
             offset = 0  # the server sent the whole file
         if size is not None and total is not None and total != size:
             raise DownloadError(f"{url}: expected {size} bytes; the server offers {total}")
+        most = size if size is not None else total  # bytes the file may have
+        _check_room(part, (most or 0) - offset, url)
         with (
             open(part, "ab" if offset else "wb") as out,
             progress_bar(total, offset, part.name, progress) as bar,
@@ -156,9 +159,16 @@ def _transfer(url, part, digest, size, progress):
             digest.catch_up(part)
             try:
                 while chunk := response.read1(BLOCK):  # what has come, as it comes
+                    if most is not None and out.tell() + len(chunk) > most:
+                        raise DownloadError(
+                            f"{url}: the server sent more than the {most:,} bytes "
+                            f"{'the catalogue lists' if size is not None else 'it announced'}"
+                        )
                     out.write(chunk)
                     digest.update(chunk)
                     bar.update(len(chunk))
+            except DownloadError:
+                raise
             except (http.client.HTTPException, OSError) as exc:
                 raise _Retry(f"transfer cut: {type(exc).__name__}: {exc}") from None
             finally:
@@ -167,6 +177,16 @@ def _transfer(url, part, digest, size, progress):
     received = part.stat().st_size
     if total is not None and received < total:
         raise _Retry(f"connection closed after {received} of {total} bytes")
+
+
+def _check_room(part, need, url):
+    """Raise DataHomeError when the disk of ``part`` has not ``need`` bytes free."""
+    free = shutil.disk_usage(part.parent).free
+    if need > free:
+        raise DataHomeError(
+            f"{url}: the download takes {need / 1e6:,.1f} MB more in {part.parent}; the disk "
+            f"has {free / 1e6:,.1f} MB free"
+        )
 
 
 def _expected_total(response, offset, url):

@@ -13,7 +13,7 @@ from ._svmlight import iter_pieces, read_all, read_file
 
 
 def load_svmlight(path, n_features=None, *, member=None, threads=None):
-    """``(X, y)`` from a LIBSVM/svmlight text file, plain or compressed (.bz2, .xz, .tar.xz).
+    """``(X, y)`` from a LIBSVM/svmlight text file, plain or compressed (.gz, .bz2, .xz, .tar.xz).
 
     1-based indices in the file become 0-based columns, as with scikit-learn's
     ``load_svmlight_file(path, zero_based=False)``. ``n_features`` fixes the column count
@@ -31,7 +31,7 @@ def load_svmlight(path, n_features=None, *, member=None, threads=None):
 def convert_svmlight(
     path, cache_dir, n_features=None, *, member=None, progress=False, threads=None
 ):
-    """Convert a LIBSVM file (plain, .bz2, .xz, .tar.xz) to a CSR cache directory, streaming:
+    """Convert a LIBSVM file (plain, .gz, .bz2, .xz, .tar.xz) to a CSR cache directory, streaming:
     memory use stays at a few blocks whatever the file size. Returns the cache manifest.
 
     Columns as in ``load_svmlight``; ``cache_dir`` is replaced atomically when complete.
