@@ -33,6 +33,7 @@ import collectives
 
 from . import _procs
 from ._wire import Link, handshake, unpack
+from .jobs import _Labels
 
 GONE = 3
 """The exit code of a worker whose caller went away."""
@@ -101,6 +102,7 @@ def _train(caller, task, world):
         collectives.check(task if isinstance(task, Exception) else None, world)
         estimator, method, kwargs, (data, indices, indptr, shape, y, sample_weight) = task
         X = sp.csr_matrix((data, indices, indptr), shape=shape)
+        y = y.values() if isinstance(y, _Labels) else y
         estimator.comm = world
         caller.send(("ready",))
         getattr(estimator, method)(X, y, sample_weight=sample_weight, **kwargs)

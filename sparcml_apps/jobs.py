@@ -163,6 +163,8 @@ def fit(estimator, method, X, y, *, sample_weight=None, timings=None, **kwargs):
         X, y, weight = work._check_alone(method, X, y, sample_weight=sample_weight, **kwargs)
         weight = None if sample_weight is None else weight  # (each worker makes its ones)
         stamp("checked")
+        if y.dtype == object:  # labels of Python objects (strings): each row's number
+            y = _Labels(*np.unique(y, return_inverse=True))
         bounds = row_blocks(X.shape[0], kept.n)
         blocks = [_block(X, y, weight, bounds, rank) for rank in range(kept.n)]
         fd, packed = _wire.pack([(work, method, kwargs, block) for block in blocks])
@@ -193,6 +195,22 @@ def _block(X, y, weight, bounds, rank):
         y[start:stop],
         None if weight is None else weight[start:stop],
     )
+
+
+class _Labels:
+    """Labels that are Python objects (strings), as the distinct ones and each row's
+    number among them: an array of numbers travels in shared memory, one of objects
+    through the socket."""
+
+    def __init__(self, distinct, numbers):
+        self.distinct, self.numbers = distinct, numbers
+
+    def __getitem__(self, rows):
+        return _Labels(self.distinct, self.numbers[rows])
+
+    def values(self):
+        """The labels, row by row."""
+        return self.distinct[self.numbers]
 
 
 class Pool:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from estimator_helpers import PauseAfterEpoch1, RecordPid
-from pools import descendants, digest, ended, exists, mapped_shm, worker_folder
+from pools import descendants, digest, ended, exists, mapped_shm, socket_bytes, worker_folder
 from sklearn.base import clone
 from sklearn.datasets import make_classification
 from sklearn.exceptions import ConvergenceWarning
@@ -314,3 +314,16 @@ def test_warm_start_with_other_classes_is_refused_alike():
             model.fit(X, y + 1)
         found.append(str(raised.value))
     assert found[0] == found[1] and "warm_start=True continues" in found[0]
+
+
+def test_labels_of_strings_travel_as_numbers():
+    X, y = data(20_000)
+    labels = np.array(["ham", "spam"], dtype=object)
+    names = labels[y]  # 20,000 Python strings
+    numbers = small().fit(X, y)
+    sent = socket_bytes(2)[0]
+    strings = small().fit(X, names)
+    assert socket_bytes(2)[0] - sent < 20_000  # not a pickle of 20,000 strings
+    assert digest(strings) == digest(numbers)  # "ham" < "spam" as 0 < 1
+    assert list(strings.classes_) == ["ham", "spam"]
+    assert np.array_equal(strings.predict(X), labels[numbers.predict(X)])
