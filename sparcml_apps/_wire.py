@@ -7,11 +7,12 @@ An end that answers wrongly is refused; nothing is unpickled before.
 
 Then a message is a header, a pickle (protocol 5) and, when the message holds arrays, one
 file descriptor passed with the header: a memfd (:func:`pack`), anonymous shared memory
-holding the arrays' bytes, sealed against writes and size changes once they are in. The
-receiver maps it copy-on-write and the arrays come out as views of that mapping: through
-the socket go the pickles of the messages, their arrays never, and nothing ever appears
-in ``/dev/shm``. The memory goes when the last process holding a mapping or the
-descriptor drops it, or ends.
+holding the arrays' bytes, new and sealed against writes once they are in, or one the
+sender keeps and fills again for each message (:class:`Shelf`). The receiver opens it
+read-only, maps the pages it needs copy-on-write, and the arrays come out as views of
+that mapping: through the socket go the pickles of the messages, their arrays never, and
+nothing ever appears in ``/dev/shm``. The memory goes when the last process holding a
+mapping or a descriptor drops it, or ends.
 """
 
 import array
@@ -82,12 +83,13 @@ def receive_exactly(sock, n):
     return bytes(buffer)
 
 
-def pack(messages):
-    """Pickle each of ``messages``; lay the bytes of their arrays in one sealed memfd,
-    each array once however many messages hold it.
+def pack(messages, shelf=None):
+    """Pickle each of ``messages``; lay the bytes of their arrays in one memfd, each array
+    once however many messages hold it: a new memfd, sealed against writes (the caller
+    closes it), or that of ``shelf`` (:class:`Shelf`), filled again.
 
-    Returns the memfd (None when no message holds an array; the caller closes it) and, a
-    message each, its pickle and the ``(offset, bytes)`` of its arrays in the memfd.
+    Returns the memfd (None when no message holds an array) and, a message each, its
+    pickle and the ``(offset, bytes)`` of its arrays in the memfd.
     """
     places, pieces, size, packed = {}, [], 0, []
     for message in messages:
@@ -103,7 +105,13 @@ def pack(messages):
                 size += -(-raw.nbytes // ALIGN) * ALIGN
             table.append((places[key], raw.nbytes))
         packed.append((data, table))
-    return (_shared(size, pieces) if pieces else None), packed
+    if not pieces:
+        return None, packed
+    if shelf is None:
+        fd = _filled(size, pieces, os.MFD_ALLOW_SEALING)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+        return fd, packed
+    return shelf.fill(size, pieces), packed
 
 
 class _Pickler(pickle.Pickler):
@@ -116,9 +124,39 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def _shared(size, pieces):
-    """A memfd of ``size`` bytes holding each ``(offset, bytes)`` of ``pieces``, sealed."""
-    fd = os.memfd_create("sparcml-jobs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+class Shelf:
+    """Shared memory that this process fills again for every :func:`pack`, for others to
+    map: a memfd it keeps, mapped, so that filling it again copies at the speed of memory
+    (a new memfd's pages cost more to fill than the copy). It grows to the largest pack
+    so far; :meth:`close` frees it. The others must be done with one pack's arrays
+    before the next."""
+
+    def __init__(self):
+        self.fd = self.memory = None
+
+    def fill(self, size, pieces):
+        """The memfd, holding each ``(offset, bytes)`` of ``pieces`` within ``size``."""
+        if self.memory is None or size > len(self.memory):
+            self.close()
+            self.fd = _filled(size, pieces)
+            self.memory = mmap.mmap(self.fd, size, mmap.MAP_SHARED) if size else None
+            return self.fd
+        shelf = np.frombuffer(self.memory, np.uint8)
+        for offset, raw in pieces:
+            shelf[offset : offset + raw.nbytes] = np.frombuffer(raw, np.uint8)
+        return self.fd
+
+    def close(self):
+        if self.memory is not None:
+            self.memory.close()
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = self.memory = None
+
+
+def _filled(size, pieces, flags=0):
+    """A new memfd of ``size`` bytes holding each ``(offset, bytes)`` of ``pieces``."""
+    fd = os.memfd_create("sparcml-jobs", os.MFD_CLOEXEC | flags)
     try:
         os.ftruncate(fd, size)
         chunks = [
@@ -128,7 +166,6 @@ def _shared(size, pieces):
         ]
         with ThreadPoolExecutor(COPY_THREADS) as threads:
             list(threads.map(lambda chunk: _write(fd, *chunk), chunks))
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
     except BaseException:
         os.close(fd)
         raise
@@ -143,13 +180,18 @@ def _write(fd, offset, view):
 
 def unpack(data, table, fd):
     """The message :func:`pack` made: its arrays views of private (copy-on-write)
-    mappings of the pages of ``fd`` that hold them, and no others; closes ``fd``."""
+    mappings of the pages of ``fd`` that hold them, and no others, opened read-only;
+    closes ``fd``."""
     if fd is None:
         return pickle.loads(data)
     try:
-        views = _views(fd, table)
+        readonly = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
     finally:
         os.close(fd)
+    try:
+        views = _views(readonly, table)
+    finally:
+        os.close(readonly)
     return pickle.loads(data, buffers=views)
 
 

@@ -7,8 +7,8 @@ enter), connects, proves that it holds the key and checks the caller's proof
 estimators, starts MPI and says it is up. Then it fits, one task at a time, until the
 caller says ``close`` or goes away. A task comes as two messages: the caller's
 ``sys.path``, then the estimator, the method, its arguments and this worker's block of
-rows, whose arrays are views of shared memory the caller filled and sealed (no process
-can write it; this one maps it copy-on-write, so no page is copied). The worker says it
+rows, whose arrays are views of shared memory the caller filled (this worker opens it
+read-only and maps its block copy-on-write: no page is copied). The worker says it
 is ready, trains with the others over ``COMM_WORLD`` and ends the task with one message:
 its warnings and, from worker 0, the fitted state (its arrays in shared memory in turn),
 or the error that stopped every worker (:func:`collectives.check`). While it fits, it

@@ -12,18 +12,19 @@ An estimator holds no pool (its ``n_jobs`` picks one at each fit): a clone or a 
 carries none.
 
 A fit checks its data and arguments here first, as a fit in this process does, and
-raises what that one raises. It then copies the rows into shared memory, one contiguous
-block of rows a worker (the block rank ``r`` of ``mpiexec -n N`` takes,
-:func:`row_blocks`, so that the model is that of ``mpiexec -n N`` with ``comm=``, bit
-for bit); each worker maps its block and they train together over their ``COMM_WORLD``;
-worker 0 sends the fitted state back, its arrays in shared memory too. Through the
-socket go control messages and the estimator's parameters only
+raises what that one raises. It then copies the rows into shared memory that the pool
+keeps for its fits (as large as the largest one's rows), one contiguous block of rows a
+worker (the block rank ``r`` of ``mpiexec -n N`` takes, :func:`row_blocks`, so that the
+model is that of ``mpiexec -n N`` with ``comm=``, bit for bit); each worker maps its
+block, read-only and copy-on-write, and they train together over their ``COMM_WORLD``;
+worker 0 sends the fitted state back, its arrays in shared memory too (sealed against
+writes). Through the socket go control messages and the estimator's parameters only
 (:mod:`sparcml_apps._wire`).
 
 Only this user can reach a pool: its socket lies in a folder only the owner may enter,
 and each worker proves that it holds the pool's random key (a file there, mode 0600)
 before anything it sends is unpickled; the shared memory is memfds passed over that
-socket (nothing in ``/dev/shm``), sealed against writes once filled.
+socket, nothing in ``/dev/shm``.
 
 This process never joins the MPI job, so nothing a worker does can end it. A failed fit
 raises :class:`collectives.RankError` naming the worker's rank: an exception in a
@@ -167,12 +168,10 @@ def fit(estimator, method, X, y, *, sample_weight=None, timings=None, **kwargs):
             y = _Labels(*np.unique(y, return_inverse=True))
         bounds = row_blocks(X.shape[0], kept.n)
         blocks = [_block(X, y, weight, bounds, rank) for rank in range(kept.n)]
-        fd, packed = _wire.pack([(work, method, kwargs, block) for block in blocks])
+        tasks = [(work, method, kwargs, block) for block in blocks]
+        fd, packed = _wire.pack(tasks, kept._shelf)
         stamp("packed")
-        try:
-            state, caught = kept._run(fd, packed, stamp)
-        finally:
-            os.close(fd)
+        state, caught = kept._run(fd, packed, stamp)
     for category, message in caught:
         warnings.warn(message, category, stacklevel=5)  # at the caller of fit
     # what the check learnt (the width, the feature names) and what the workers fitted
@@ -231,6 +230,7 @@ class Pool:
         self.n = n
         self._lock = threading.RLock()
         self._job = self._timer = None
+        self._shelf = _wire.Shelf()  # the rows of a fit, in shared memory
 
     def __enter__(self):
         self.start()
@@ -261,13 +261,19 @@ class Pool:
                 self._idle_from_now()
 
     def close(self):
-        """End the workers now, if they run, and remove what they left."""
+        """End the workers now, if they run, and free what they left (files, shared
+        memory)."""
         with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-            job, self._job = self._job, None
-            if job is not None:
-                job.close()
+            self._end()
+            self._shelf.close()
+
+    def _end(self):
+        """End the workers (the shared memory of the rows stays for the next ones)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        job, self._job = self._job, None
+        if job is not None:
+            job.close()
 
     def _run(self, fd, packed, stamp):
         """Run the tasks ``packed`` (:func:`sparcml_apps._wire.pack`) with their shared
@@ -277,12 +283,12 @@ class Pool:
                 self._timer.cancel()
             if self._job is not None and not self._job.alive():
                 LOG.warning("the %d workers of a pool had ended; starting new ones", self.n)
-                self.close()
+                self._end()
             self.start()
             try:
                 found = self._job.run(fd, packed, stamp)
             except BaseException:
-                self.close()
+                self._end()
                 raise
             self._idle_from_now()
             return found
@@ -306,6 +312,7 @@ class Pool:
         """Let go of the workers without ending them (in a forked child)."""
         self._lock = threading.RLock()
         self._timer = None
+        self._shelf.close()  # this process's mapping and descriptor only
         job, self._job = self._job, None
         if job is not None:
             job.forget()

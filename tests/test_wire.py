@@ -128,3 +128,19 @@ def test_a_closed_socket_is_an_eof():
     sender.close()
     with receiver, pytest.raises(EOFError):
         _wire.Link(receiver).receive()
+
+
+def test_a_shelf_is_filled_again_and_grows_when_it_must():
+    shelf = _wire.Shelf()
+    try:
+        found = []
+        for values in (np.arange(100_000.0), -np.arange(50_000.0), np.ones(300_000)):
+            fd, ((pickle, table),) = _wire.pack([values], shelf)
+            found.append((os.fstat(fd).st_ino, os.fstat(fd).st_size))
+            assert np.array_equal(_wire.unpack(pickle, table, os.dup(fd)), values)
+        # the second pack, smaller, went into the first's memory; the third needed more
+        assert found[1] == found[0] and found[0][1] == 800_000
+        assert found[2][0] != found[0][0] and found[2][1] == 2_400_000
+    finally:
+        shelf.close()
+    assert shelf.fd is None
