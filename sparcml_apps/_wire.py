@@ -139,7 +139,8 @@ class Shelf:
         if self.memory is None or size > len(self.memory):
             self.close()
             self.fd = _filled(size, pieces)
-            self.memory = mmap.mmap(self.fd, size, mmap.MAP_SHARED) if size else None
+            if size:  # its pages mapped now, not page by page at the next fill
+                self.memory = mmap.mmap(self.fd, size, mmap.MAP_SHARED | mmap.MAP_POPULATE)
             return self.fd
         shelf = np.frombuffer(self.memory, np.uint8)
         for offset, raw in pieces:
