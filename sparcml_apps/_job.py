@@ -258,21 +258,24 @@ class Job:
 
     # -- the end ----------------------------------------------------------------------
 
-    def stop(self):
-        """Kill every worker, let ``mpiexec`` end (else kill it too) and reap it."""
+    def stop(self, report=True):
+        """Kill every worker, let ``mpiexec`` end (with ``report``, after it says how each
+        worker ended, else at once) and reap it."""
         if self.process is None:
             return
+        pids = {p.pid for p in self.peers.values()} | _procs.ranks(self.process.pid)
         if self.process.poll() is None:
-            pids = {p.pid for p in self.peers.values()} | _procs.ranks(self.process.pid)
             self.shm |= _procs.shared_files(pids)
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(jobs.GRACE_SECONDS)
+                self.process.wait(jobs.GRACE_SECONDS if report else 0)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
+        # the workers of a killed launcher go to init, which reaps them: not even a zombie
+        _procs.wait_gone(pids | _procs.ranks(self.process.pid), jobs.GRACE_SECONDS)
         _procs.remove(self.shm)
 
     def close(self):
@@ -285,7 +288,7 @@ class Job:
                         peer.link.send(("close",))
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.process.wait(jobs.GRACE_SECONDS)
-            self.stop()
+            self.stop(report=False)
         finally:
             self.output.forward()
             self.forget()

@@ -7,6 +7,7 @@ import os
 import re
 import select
 import sys
+import time
 from pathlib import Path
 
 
@@ -126,6 +127,13 @@ def shared_files(pids):
                 if path and path[0].startswith("/dev/shm/") and not path[0].endswith(")"):
                     found.add(path[0])
     return found
+
+
+def wait_gone(pids, seconds):
+    """Wait (up to ``seconds``) until none of the processes ``pids`` is left in ``/proc``."""
+    deadline = time.monotonic() + seconds
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def remove(paths):

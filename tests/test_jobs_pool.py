@@ -113,6 +113,14 @@ def test_close_and_the_context_manager_end_the_workers():
     assert not any(exists(pid) for pid in pids.values()) and not descendants(os.getpid())
 
 
+def test_a_pool_closed_as_it_starts_leaves_nothing_at_once():
+    begin = time.monotonic()
+    with jobs.pool(2):
+        time.sleep(0.5)  # the workers load
+    assert time.monotonic() - begin < 0.5 + jobs.GRACE_SECONDS / 2
+    assert not descendants(os.getpid())
+
+
 def test_an_idle_pool_closes(monkeypatch):
     monkeypatch.setattr(jobs, "IDLE_SECONDS", 1.0)
     X, y = data(300)
