@@ -1,17 +1,24 @@
-"""One worker of an ``n_jobs`` fit (:mod:`sparcml_apps.jobs`): a rank of its own MPI job.
+"""One worker of a pool (:mod:`sparcml_apps.jobs`): a rank of the pool's own MPI job.
 
-Run as ``mpiexec -n N python -m sparcml_apps._worker SOCKET HEARTBEAT``. The worker
-connects to the caller's socket, says which rank and process it is, and from then on
-sends a heartbeat every ``HEARTBEAT`` seconds from a thread. It receives the estimator
-and its block of rows, waits for the caller's go (every worker has its rows), starts MPI,
-trains with the other workers over ``COMM_WORLD`` and ends with one message: its warnings
-and, from worker 0, the fitted state, or from every worker the error that stopped them
-all (:func:`collectives.check`). When the caller's end of the socket closes, the worker
-removes the caller's folder (the socket's) and leaves at once.
+Run as ``mpiexec -n N python -m sparcml_apps._worker SOCKET HEARTBEAT``. The worker reads
+the pool's key from the file ``key`` beside the socket (in a folder only its user may
+enter), connects, proves that it holds the key and checks the caller's proof
+(:func:`sparcml_apps._wire.handshake`), says which rank and process it is, loads the
+estimators, starts MPI and says it is up. Then it fits, one task at a time, until the
+caller says ``close`` or goes away. A task comes as two messages: the caller's
+``sys.path``, then the estimator, the method, its arguments and this worker's block of
+rows, whose arrays are views of shared memory the caller filled (this worker opens it
+read-only and maps its block copy-on-write: no page is copied). The worker says it
+is ready, trains with the others over ``COMM_WORLD`` and ends the task with one message:
+its warnings and, from worker 0, the fitted state (its arrays in shared memory in turn),
+or the error that stopped every worker (:func:`collectives.check`). While it fits, it
+sends a heartbeat every ``HEARTBEAT`` seconds. When the caller's end of the socket
+closes, the worker removes the caller's folder and leaves at once.
 """
 
 import faulthandler
 import os
+import queue
 import shutil
 import socket
 import sys
@@ -24,26 +31,35 @@ import scipy.sparse as sp
 
 import collectives
 
-from .jobs import Link
+from . import _procs
+from ._wire import Link, handshake, unpack
+from .jobs import _Labels
 
 GONE = 3
 """The exit code of a worker whose caller went away."""
 POLL_SECONDS = 0.01
-"""How often a worker that is done looks whether the others are (it does not spin)."""
+"""How often a worker that is closing looks whether the others are (it does not spin)."""
 
 
 class _Caller:
-    """The link to the caller, and what to do once it is gone."""
+    """The link to the caller: what it sends (read by a thread as it comes), the
+    heartbeat, and what to do once it is gone."""
 
     def __init__(self, address):
         self.folder = Path(address).parent
+        key = (self.folder / "key").read_bytes()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(address)
+        handshake(sock, key, "worker")
         self.link = Link(sock)
+        self.inbox = queue.Queue()
+        self.busy = threading.Event()
 
     def gone(self):
-        """Leave: the caller cannot take the folder away any more, so this worker does."""
+        """Leave: the caller cannot take the folder away any more, nor MPI's shared
+        memory, so this worker does."""
         shutil.rmtree(self.folder, ignore_errors=True)
+        _procs.remove(_procs.shared_files([os.getpid()]))
         os._exit(GONE)
 
     def send(self, message):
@@ -55,33 +71,29 @@ class _Caller:
     def beat(self, seconds):
         while True:
             time.sleep(seconds)
-            self.send(("beat",))
+            if self.busy.is_set():
+                self.send(("beat",))
 
-    def watch(self):
-        """Read (and drop) whatever else comes, until the caller closes the socket."""
+    def listen(self):
+        """Queue what the caller sends, still pickled, until it closes the socket."""
         try:
-            while self.link.sock.recv(1 << 16):
-                pass
-        except OSError:
+            while True:
+                self.inbox.put(self.link.receive_packed())
+        except (EOFError, OSError):
             pass
         self.gone()
 
     def task(self):
-        """``(estimator, method, kwargs, block)`` from the caller, or the exception that
-        prevented it; returns at the caller's go (every worker has its task)."""
+        """The next ``(estimator, method, kwargs, block)``, or the exception that kept it
+        from arriving (every worker raises it, in :func:`_train`); None at ``close``."""
+        message = unpack(*self.inbox.get())
+        if message[0] == "close":
+            return None
+        sys.path[:] = list(dict.fromkeys([*sys.path, *message[1]]))
         try:
-            sys.path[:] = list(dict.fromkeys([*sys.path, *self.link.receive()]))
-            task = self.link.receive()
-        except (EOFError, ConnectionError):
-            self.gone()
-        except Exception as exc:  # noqa: BLE001 - every worker raises it, in _train
-            task = exc
-        try:
-            self.link.receive()
-        except (EOFError, OSError):
-            self.gone()
-        threading.Thread(target=self.watch, daemon=True).start()
-        return task
+            return unpack(*self.inbox.get())
+        except Exception as exc:  # noqa: BLE001 - as the docstring says
+            return exc
 
 
 def _train(caller, task, world):
@@ -90,6 +102,7 @@ def _train(caller, task, world):
         collectives.check(task if isinstance(task, Exception) else None, world)
         estimator, method, kwargs, (data, indices, indptr, shape, y, sample_weight) = task
         X = sp.csr_matrix((data, indices, indptr), shape=shape)
+        y = y.values() if isinstance(y, _Labels) else y
         estimator.comm = world
         caller.send(("ready",))
         getattr(estimator, method)(X, y, sample_weight=sample_weight, **kwargs)
@@ -100,25 +113,37 @@ def _train(caller, task, world):
     return ("result", estimator._fitted_state()) if world.Get_rank() == 0 else None
 
 
+def _serve(caller, world):
+    """Fit task after task until the caller says ``close``."""
+    while (task := caller.task()) is not None:
+        caller.busy.set()
+        with warnings.catch_warnings(record=True) as caught:
+            outcome = _train(caller, task, world)
+        del task  # its rows and arrays: their shared memory goes with the last view
+        said = [(w.category, str(w.message)) for w in caught]
+        try:
+            caller.send(("end", said, outcome))
+        except Exception as exc:  # noqa: BLE001 - a state that does not pickle
+            failed = ("error", world.Get_rank(), f"{type(exc).__name__}: {exc}")
+            caller.send(("end", said, failed))
+        del outcome
+        caller.busy.clear()
+
+
 def main(address, heartbeat):
     faulthandler.enable()
     rank = int(os.environ["PMI_RANK"])
     caller = _Caller(address)
     caller.send(("hello", rank, os.getpid()))
+    threading.Thread(target=caller.listen, daemon=True).start()
     threading.Thread(target=caller.beat, args=(heartbeat,), daemon=True).start()
-    # MPI starts once every worker has its task: its start holds the GIL (no heartbeat)
-    # until all workers take part
-    task = caller.task()
-    from mpi4py import MPI
+    from mpi4py import MPI  # starts MPI: every worker waits here for the others
+
+    from . import estimators  # noqa: F401 - loaded once, before the first task
 
     world = MPI.COMM_WORLD
-    with warnings.catch_warnings(record=True) as caught:
-        outcome = _train(caller, task, world)
-    said = [(w.category, str(w.message)) for w in caught]
-    try:
-        caller.send(("end", said, outcome))
-    except Exception as exc:  # noqa: BLE001 - a state that does not pickle
-        caller.send(("end", said, ("error", rank, f"{type(exc).__name__}: {exc}")))
+    caller.send(("up",))
+    _serve(caller, world)
     done = world.Ibarrier()  # then every worker is done with MPI: leave without teardown
     while not done.Test():
         time.sleep(POLL_SECONDS)

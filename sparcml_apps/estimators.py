@@ -2,11 +2,12 @@
 
 Where ``fit`` runs follows from what it is given: in this process (``MPI.COMM_SELF``,
 the default); on the ranks of ``comm`` when every rank of an ``mpiexec`` job calls ``fit``
-with its own rows (SPMD); on ``n_jobs`` local worker processes started for the call, an
-MPI job of their own (:mod:`sparcml_apps.jobs`); on the workers of a Dask cluster when
+with its own rows (SPMD); on ``n_jobs`` local worker processes, an MPI job of their own
+kept for the next fits (:mod:`sparcml_apps.jobs`); on the workers of a Dask cluster when
 ``X`` is a Dask array (:mod:`sparcml_apps.cluster`).
 """
 
+import copy
 import functools
 import warnings
 
@@ -226,28 +227,17 @@ class _SparseSGD(BaseEstimator):
         """Fit on every rank of ``comm``, each rank with its own rows."""
         fresh = self._fresh(partial)
         previous_classes = getattr(self, "classes_", None)
-        error = None
+        error = checked = None
         try:
-            X, y, sample_weight, sparse_input, labels = self._validate_fit_data(
+            checked = self._validate_fit_data(
                 X, y, sample_weight, reset=fresh, allow_empty=comm.Get_size() > 1
             )
         except Exception as exc:  # noqa: BLE001 - every rank raises it, below
             error = exc
         collectives.check(error, comm)
-        setup, X, y_encoded, row_weight, stops_early = self._agree_on_data(
-            comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
+        setup, X, y_encoded, row_weight, weights, held = self._prepare(
+            comm, checked, partial, fresh, previous_classes, classes, coef_init, intercept_init
         )
-        error = weights = None
-        try:
-            weights = self._initial_weights(
-                setup, partial, coef_init, intercept_init, previous_classes
-            )
-        except Exception as exc:  # noqa: BLE001 - every rank raises it, below
-            error = exc
-        collectives.check(error, comm)
-        held = None
-        if stops_early:
-            held = self._hold_out(comm, y_encoded, row_weight, setup)
         if self.callback is not None:
             setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype, comm=comm)
             setup.progress = getattr(self.callback, "steps", None)
@@ -309,6 +299,50 @@ class _SparseSGD(BaseEstimator):
                 stacklevel=3,
             )
         return self
+
+    def _prepare(
+        self, comm, checked, partial, fresh, previous_classes, classes, coef_init, intercept_init
+    ):
+        """What a fit does with the checked data (:meth:`_validate_fit_data`) before it
+        trains, raising on every rank what does not fit: the setup, this rank's rows, their
+        encoded targets and weights, the initial weights and the rows held out (or None)."""
+        X, y, sample_weight, sparse_input, labels = checked
+        setup, X, y_encoded, row_weight, stops_early = self._agree_on_data(
+            comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
+        )
+        error = weights = None
+        try:
+            weights = self._initial_weights(
+                setup, partial, coef_init, intercept_init, previous_classes
+            )
+        except Exception as exc:  # noqa: BLE001 - every rank raises it, below
+            error = exc
+        collectives.check(error, comm)
+        held = None
+        if stops_early:
+            held = self._hold_out(comm, y_encoded, row_weight, setup)
+        return setup, X, y_encoded, row_weight, weights, held
+
+    def _check_alone(
+        self, method, X, y, *, sample_weight=None, classes=None, coef_init=None,
+        intercept_init=None,
+    ):  # fmt: skip
+        """Check a fit's data and arguments in this process before other processes fit:
+        raise what a fit here would raise before it trains. The checked ``(X, y,
+        sample_weight)``; ``self`` learns only what checking the data learns (the width,
+        the feature names)."""
+        from mpi4py import MPI
+
+        partial = method == "partial_fit"
+        fresh = self._fresh(partial)
+        checked = self._validate_fit_data(X, y, sample_weight, reset=fresh)
+        probe = self._detached()  # what preparing sets (classes_) is set on the probe
+        probe.random_state = copy.deepcopy(self.random_state)  # a seed drawn, not self's
+        probe._prepare(
+            MPI.COMM_SELF, checked, partial, fresh, getattr(self, "classes_", None),
+            classes, coef_init, intercept_init,
+        )  # fmt: skip
+        return checked[:3]
 
     def _resume_options(self, setup, comm):
         """What a run must share with a checkpoint to resume from it: the options of the

@@ -51,17 +51,21 @@ def _held_counts(counts, fraction, most=None):
 
 
 def _thresholds(keys, strata, wanted, comm):
-    """Per stratum, the ``wanted``-th smallest key over every rank (a bisection of the key
-    range on global counts; 64 small allreduces at most)."""
-    low = np.zeros(wanted.size, np.uint64)
-    high = np.full(wanted.size, np.iinfo(np.uint64).max, np.uint64)
-    while np.any(low < high):
-        middle = low + (high - low) // np.uint64(2)
-        below = np.bincount(strata[keys <= middle[strata]], minlength=wanted.size)
-        enough = _sums(below, comm) >= wanted
-        high = np.where(enough, middle, high)
-        low = np.where(enough, low, middle + np.uint64(1))
-    return low
+    """Per stratum, the ``wanted``-th smallest key over every rank (0 where none is
+    wanted). Every key below it is among some rank's own ``wanted`` smallest of that
+    stratum: each rank picks those (a partition, not a sort) and the ranks gather them."""
+    mine = []
+    for stratum, k in enumerate(wanted):
+        own = keys[strata == stratum]
+        k = min(int(k), own.size)
+        mine.append(np.partition(own, k - 1)[:k] if k else own[:0])
+    gathered = comm.allgather(mine)
+    found = np.zeros(wanted.size, np.uint64)
+    for stratum, k in enumerate(wanted):
+        if k:
+            every = np.concatenate([rank[stratum] for rank in gathered])
+            found[stratum] = np.partition(every, k - 1)[k - 1]
+    return found
 
 
 def held_out(strata, n_strata, fraction, seed, comm, most=None):

@@ -1,54 +1,65 @@
-"""Fit on ``n_jobs`` local worker processes: an MPI job of their own, beside the caller.
+"""Fit on ``n_jobs`` local worker processes: a pool, an MPI job of its own, kept for the
+next fits.
 
-The caller checks the data and starts ``mpiexec -n N python -m sparcml_apps._worker`` in a
-session of its own. Every worker connects to a Unix socket of the caller, which sends it
-the estimator and one contiguous block of rows (the block rank ``r`` of ``mpiexec -n N``
-takes, :func:`row_blocks`) as raw array bytes read straight from ``X``: the caller makes
-no copy of the data. The workers train together over their ``COMM_WORLD``; worker 0 sends
-the fitted state back the same way (arrays raw, not pickled).
+The workers of a pool (:class:`Pool`; one for each number of workers, :func:`pool`) are
+``mpiexec -n N python -m sparcml_apps._worker`` in a session of their own. They start
+at the pool's first fit and stay: the next fits with as many workers (a refit, the
+candidates and folds of a grid search, ``partial_fit`` calls, ``warm_start``) go to the
+same processes. A pool ends on :meth:`Pool.close` (:func:`close` ends them all; ``with
+pool(n):`` ends one on leaving), after :data:`IDLE_SECONDS` without a fit, when a fit on
+it fails, and when this interpreter exits, leaving no process, file or shared memory.
+An estimator holds no pool (its ``n_jobs`` picks one at each fit): a clone or a pickle
+carries none.
 
-The caller never joins the MPI job, so nothing a worker does can end it. Every failure
-raises :class:`collectives.RankError` naming the worker's rank: an exception in a worker,
-with its message; a worker that dies (its socket closes), with how it ended (the signal
-that killed it, or its exit code, as ``mpiexec`` reports); a worker that stops responding
-(it sends a heartbeat every :data:`HEARTBEAT_SECONDS`), after :data:`SILENCE_SECONDS`. On
-any failure, and on Ctrl-C, every worker is killed and reaped before the exception leaves.
-What the workers print is copied to this process's ``sys.stdout`` and ``sys.stderr``.
+A fit checks its data and arguments here first, as a fit in this process does, and
+raises what that one raises. It then copies the rows into shared memory that the pool
+keeps for its fits (as large as the largest one's rows), one contiguous block of rows a
+worker (the block rank ``r`` of ``mpiexec -n N`` takes, :func:`row_blocks`, so that the
+model is that of ``mpiexec -n N`` with ``comm=``, bit for bit); each worker maps its
+block, read-only and copy-on-write, and they train together over their ``COMM_WORLD``;
+worker 0 sends the fitted state back, its arrays in shared memory too (sealed against
+writes). Through the socket go control messages and the estimator's parameters only
+(:mod:`sparcml_apps._wire`).
+
+Only this user can reach a pool: its socket lies in a folder only the owner may enter,
+and each worker proves that it holds the pool's random key (a file there, mode 0600)
+before anything it sends is unpickled; the shared memory is memfds passed over that
+socket, nothing in ``/dev/shm``.
+
+This process never joins the MPI job, so nothing a worker does can end it. A failed fit
+raises :class:`collectives.RankError` naming the worker's rank: an exception in a
+worker, with its message; a worker that dies (its socket closes), with how it ended (the
+signal that killed it, or its exit code, as ``mpiexec`` reports); a worker that stops
+responding (it sends a heartbeat every :data:`HEARTBEAT_SECONDS` while it fits), after
+:data:`SILENCE_SECONDS`. On any failure, and on Ctrl-C, the pool is closed (every worker
+killed and reaped) before the exception leaves; the next fit starts a new one. What the
+workers print is copied to this process's ``sys.stdout`` and ``sys.stderr``.
 """
 
-import codecs
-import contextlib
+import atexit
+import logging
 import os
 import pickle
-import re
-import select
-import selectors
-import shutil
-import signal
-import socket
-import struct
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import warnings
-from pathlib import Path
 
 import joblib
 import numpy as np
 
-import collectives
+from . import _job, _wire
 
-from . import _mpiexec
+LOG = logging.getLogger(__name__)
 
 WORKER = "sparcml_apps._worker"
+IDLE_SECONDS = 300.0
+"""A pool that runs no fit for this long closes."""
 HEARTBEAT_SECONDS = 1.0
-"""How often a worker tells the caller that it is alive."""
+"""How often a worker that fits tells the caller that it is alive."""
 SILENCE_SECONDS = 10.0
-"""A worker that sends nothing for this long has failed (stopped, or stuck)."""
+"""A worker that fits and sends nothing for this long has failed (stopped, or stuck)."""
 START_SECONDS = 60.0
-"""How long the workers have to start and connect."""
+"""How long the workers have to start, connect and start MPI."""
 GRACE_SECONDS = 5.0
 """How long ``mpiexec`` has to end once its workers have (then it is killed)."""
 POLL_SECONDS = 0.1
@@ -70,437 +81,238 @@ def workers(n_jobs):
     return n_jobs
 
 
+_pools = {}
+_pools_lock = threading.Lock()
+
+
+def pool(n_jobs):
+    """The pool that fits with this ``n_jobs`` run on (its workers start at its first fit).
+
+    Parameters
+    ----------
+    n_jobs : int
+        As the estimators' ``n_jobs``: the number of workers, or -1 for one per core, -2
+        for all cores but one, and so on. It must ask for two workers or more (one fits in
+        the calling process).
+
+    Returns
+    -------
+    Pool
+        The same object for every ``n_jobs`` that asks for as many workers.
+
+    Examples
+    --------
+    >>> with pool(2):  # doctest: +SKIP
+    ...     GridSearchCV(SparseSGDClassifier(n_jobs=2), {"alpha": [1e-5, 1e-4]}).fit(X, y)
+    """
+    n = workers(n_jobs)
+    if n < 2:
+        raise ValueError(
+            f"A pool has 2 or more workers (n_jobs=1 or None fits in this process). Got "
+            f"n_jobs={n_jobs!r}, which asks for {n}."
+        )
+    with _pools_lock:
+        return _pools.setdefault(n, Pool(n))
+
+
+def close():
+    """Close every pool: end their workers now (a pool's next fit starts new ones)."""
+    with _pools_lock:
+        kept = list(_pools.values())
+    for each in kept:
+        each.close()
+
+
+def _forget_after_fork():
+    """In a child of ``fork``: the parent's pools are the parent's; let go of them."""
+    global _pools_lock
+    _pools_lock = threading.Lock()
+    for each in _pools.values():
+        each._forget()
+
+
+atexit.register(close)
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def fit(estimator, method, X, y, *, sample_weight=None, timings=None, **kwargs):
-    """Run ``estimator.<method>(X, y, ...)`` on ``workers(estimator.n_jobs)`` processes.
+    """Run ``estimator.<method>(X, y, ...)`` on the pool of ``workers(estimator.n_jobs)``.
 
-    The estimator changes only when the workers succeed (the check of the data, too, runs
-    on the copy sent to them).
-
-    A ``timings`` dict receives the seconds from the call to each stage: ``started`` (every
-    worker connected), ``shipped`` (every block sent), ``first_step`` (every worker about to
-    train), ``fitted`` (the fitted state received) and ``total``.
+    The estimator changes only when the workers succeed. A ``timings`` dict receives the
+    seconds from the call to each stage: ``checked`` (the data checked here), ``packed``
+    (the rows in shared memory), ``started`` (every worker up), ``shipped`` (every task
+    sent), ``first_step`` (every worker about to train), ``fitted`` (the fitted state
+    received) and ``total``.
     """
     begin = time.monotonic()
+
+    def stamp(stage):
+        if timings is not None:
+            timings[stage] = time.monotonic() - begin
+
     work = estimator._detached()  # checks the data and travels; the estimator waits
-    X, y, weight, _, _ = work._validate_fit_data(
-        X, y, sample_weight, reset=work._fresh(method == "partial_fit")
-    )
-    n = workers(estimator.n_jobs)
-    task = (work, method, kwargs)
-    try:  # fail here, before any process starts, on what cannot travel
-        pickle.dumps(task, protocol=5, buffer_callback=[].append)
+    try:  # fail here, before anything starts, on what cannot travel
+        pickle.dumps((work, method, kwargs), protocol=5, buffer_callback=[].append)
     except Exception as exc:
         raise TypeError(
             f"n_jobs={estimator.n_jobs} sends the estimator and the fit arguments to other "
             f"processes, but they cannot be pickled: {exc}"
         ) from exc
-    bounds = row_blocks(X.shape[0], n)
-
-    def task_of(rank):
-        start, stop = bounds[rank], bounds[rank + 1]
-        first, last = X.indptr[start], X.indptr[stop]
-        block = (
-            X.data[first:last],
-            X.indices[first:last],
-            X.indptr[start : stop + 1] - first,
-            (stop - start, X.shape[1]),
-            y[start:stop],
-            None if sample_weight is None else weight[start:stop],
-        )
-        return (*task, block)
-
-    with _Job(n) as job:
-        state, caught = job.run(task_of, begin, timings)
+    kept = pool(estimator.n_jobs)
+    with kept._lock:
+        kept.start()  # its workers load while this process checks and copies the rows
+        X, y, weight = work._check_alone(method, X, y, sample_weight=sample_weight, **kwargs)
+        weight = None if sample_weight is None else weight  # (each worker makes its ones)
+        stamp("checked")
+        if y.dtype == object:  # labels of Python objects (strings): each row's number
+            y = _Labels(*np.unique(y, return_inverse=True))
+        bounds = row_blocks(X.shape[0], kept.n)
+        blocks = [_block(X, y, weight, bounds, rank) for rank in range(kept.n)]
+        tasks = [(work, method, kwargs, block) for block in blocks]
+        fd, packed = _wire.pack(tasks, kept._shelf)
+        stamp("packed")
+        state, caught = kept._run(fd, packed, stamp)
     for category, message in caught:
         warnings.warn(message, category, stacklevel=5)  # at the caller of fit
     # what the check learnt (the width, the feature names) and what the workers fitted
     own = {"n_jobs": estimator.n_jobs, "comm": estimator.comm}
     estimator.__dict__.clear()
     estimator.__dict__.update({**work.__dict__, **state, **own})
-    if timings is not None:
-        timings["total"] = time.monotonic() - begin
+    stamp("total")
     return estimator
 
 
-class Link:
-    """One end of a caller-worker socket: whole Python objects, their arrays as raw bytes.
+def _block(X, y, weight, bounds, rank):
+    """The rows of worker ``rank``: CSR arrays (``indptr`` from 0), shape, y, weights."""
+    start, stop = bounds[rank], bounds[rank + 1]
+    first, last = X.indptr[start], X.indptr[stop]
+    return (
+        X.data[first:last],
+        X.indices[first:last],
+        X.indptr[start : stop + 1] - first,
+        (stop - start, X.shape[1]),
+        y[start:stop],
+        None if weight is None else weight[start:stop],
+    )
 
-    A message is a header (pickle length, number of buffers, buffer lengths), a pickle
-    (protocol 5) and the out-of-band buffers of its contiguous arrays, sent from where
-    they lie and received straight into new arrays. Sending is thread-safe.
+
+class _Labels:
+    """Labels that are Python objects (strings), as the distinct ones and each row's
+    number among them: an array of numbers travels in shared memory, one of objects
+    through the socket."""
+
+    def __init__(self, distinct, numbers):
+        self.distinct, self.numbers = distinct, numbers
+
+    def __getitem__(self, rows):
+        return _Labels(self.distinct, self.numbers[rows])
+
+    def values(self):
+        """The labels, row by row."""
+        return self.distinct[self.numbers]
+
+
+class Pool:
+    """Worker processes kept for the fits of one ``n_jobs``: get one with :func:`pool`.
+
+    Its workers start at its first fit (or :meth:`start`) and end on :meth:`close`, after
+    :data:`IDLE_SECONDS` without a fit, when a fit fails, and when the interpreter
+    exits; the next fit then starts new ones. As a context manager it starts on entry
+    and closes on exit. One fit runs on a pool at a time (others wait their turn).
+
+    Attributes
+    ----------
+    n : int
+        The number of workers.
     """
-
-    _HEAD = struct.Struct("!QI")
-
-    def __init__(self, sock):
-        self.sock = sock
-        self._lock = threading.Lock()
-
-    def send(self, message):
-        buffers = []
-        data = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
-        raws = [buffer.raw() for buffer in buffers]
-        head = self._HEAD.pack(len(data), len(raws))
-        sizes = struct.pack(f"!{len(raws)}Q", *(raw.nbytes for raw in raws))
-        with self._lock:
-            self.sock.sendall(head + sizes + data)
-            for raw in raws:
-                self.sock.sendall(raw)
-
-    def receive(self):
-        size, count = self._HEAD.unpack(self._fill(bytearray(self._HEAD.size)))
-        sizes = struct.unpack(f"!{count}Q", self._fill(bytearray(8 * count)))
-        data = self._fill(bytearray(size))
-        return pickle.loads(data, buffers=[self._fill(np.empty(n, np.uint8)) for n in sizes])
-
-    def _fill(self, buffer):
-        view = memoryview(buffer).cast("B")
-        while view.nbytes:
-            received = self.sock.recv_into(view)
-            if received == 0:
-                raise EOFError("the other end closed the socket")
-            view = view[received:]
-        return buffer
-
-
-class _Lost(Exception):
-    """A worker's socket closed before it reported."""
-
-
-class _Silent(Exception):
-    """A worker sent nothing for too long."""
-
-
-class _Launch(Exception):
-    """The job did not start: ``mpiexec`` ended, or the workers did not connect in time."""
-
-
-class _Peer:
-    """The caller's side of one worker: its link, rank, pid and when it last spoke."""
-
-    def __init__(self, sock):
-        sock.settimeout(SILENCE_SECONDS)
-        self.link = Link(sock)
-        self.rank = self.pid = None
-        self.seen = time.monotonic()
-
-
-class _Job:
-    """``mpiexec -n n`` workers: their socket, their output, and their end."""
 
     def __init__(self, n):
         self.n = n
-        self.folder = Path(tempfile.mkdtemp(prefix="sparcml-jobs-"))
-        self.selector = selectors.DefaultSelector()
-        self.peers = {}  # by rank, once a worker said which it is
-        self.ready = set()
-        self.ended = {}  # rank -> (warnings, outcome)
-        self.process = self.listener = None
-        self.output = _Output(self.folder, n)
-        self.oom_kills = _oom_kills()
+        self._lock = threading.RLock()
+        self._job = self._timer = None
+        self._shelf = _wire.Shelf()  # the rows of a fit, in shared memory
 
     def __enter__(self):
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
+        self.start()
         return self
 
     def __exit__(self, *exc_info):
         self.close()
 
-    def _start(self):
-        address = str(self.folder / "socket")
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(address)
-        self.listener.listen(self.n)
-        self.listener.setblocking(False)
-        self.selector.register(self.listener, selectors.EVENT_READ, None)
-        command = [
-            _mpiexec.mpiexec(),
-            "-n", str(self.n),
-            "-disable-auto-cleanup",  # the caller ends the others, once it knows who failed
-            "-print-all-exitcodes",
-            "-outfile-pattern", str(self.folder / "out.%r"),
-            "-errfile-pattern", str(self.folder / "err.%r"),
-            sys.executable, "-m", WORKER, address, str(HEARTBEAT_SECONDS),
-        ]  # fmt: skip
-        with open(self.folder / "mpiexec.txt", "wb") as launcher:
-            self.process = _mpiexec.start(
-                command,
-                env={"PYTHONUNBUFFERED": "1"},
-                stdin=subprocess.DEVNULL,
-                stdout=launcher,
-                stderr=subprocess.STDOUT,
-            )
+    def __repr__(self):
+        return f"<sparcml_apps.jobs.Pool of {self.n} workers, {self._state()}>"
 
-    def run(self, task_of, begin, timings):
-        """Ship the tasks, wait for every worker's end; the fitted state and the warnings."""
+    def _state(self):
+        if self._job is None:
+            return "closed"
+        return f"pids {sorted(self.pids.values())}" if self.pids else "starting"
 
-        def stamp(stage):
-            if timings is not None:
-                timings[stage] = time.monotonic() - begin
+    @property
+    def pids(self):
+        """The process id of each worker by rank, once it has connected ({} if closed)."""
+        job = self._job
+        return {} if job is None else {rank: peer.pid for rank, peer in job.peers.items()}
 
-        try:
-            while len(self.ended) < self.n:
-                self._step(task_of, stamp, begin)
-                outcomes = [self.ended[rank][1] for rank in sorted(self.ended)]
-                failed = [o for o in outcomes if o and o[0] == "error"]
-                if failed:
-                    self.stop()
-                    raise collectives.RankError(*failed[0][1:])
-        except _Lost as lost:
-            raise self._lost(lost.args[0]) from None
-        except _Silent as silent:
-            raise self._silent(silent.args[0]) from None
-        except _Launch as launch:
-            raise self._launch(launch.args[0]) from None
-        stamp("fitted")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(GRACE_SECONDS)
-        caught = dict.fromkeys(w for rank in sorted(self.ended) for w in self.ended[rank][0])
-        return self.ended[0][1][1], list(caught)
-
-    def _step(self, task_of, stamp, begin):
-        for key, _ in self.selector.select(POLL_SECONDS):
-            if key.data is None:
-                self._accept()
-            else:
-                self._receive(key.data, task_of, stamp)
-        self.output.forward()
-        now = time.monotonic()
-        if len(self.peers) < self.n:
-            if self.process.poll() is not None:
-                raise _Launch(f"mpiexec ended with exit code {self.process.returncode}")
-            if now - begin > START_SECONDS:
-                raise _Launch(f"{len(self.peers)} of them connected within {START_SECONDS:g} s")
-        quiet = [p for p in self.peers.values() if p.rank not in self.ended]
-        quiet = [p for p in quiet if now - p.seen > SILENCE_SECONDS and not _waiting(p.link)]
-        if quiet:
-            raise _Silent(min(quiet, key=lambda p: p.seen))
-
-    def _accept(self):
-        with contextlib.suppress(BlockingIOError):
-            sock, _ = self.listener.accept()
-            self.selector.register(sock, selectors.EVENT_READ, _Peer(sock))
-
-    def _receive(self, peer, task_of, stamp):
-        try:
-            message = peer.link.receive()
-        except TimeoutError:  # stopped in the middle of a message
-            raise _Silent(peer) from None
-        except (EOFError, OSError):
-            if peer.rank in self.ended:  # it left after its end, as it should
-                self.selector.unregister(peer.link.sock)
-                peer.link.sock.close()
-                return
-            if peer.rank is None:
-                raise _Launch("a worker ended before it said which rank it is") from None
-            raise _Lost(peer) from None
-        peer.seen = time.monotonic()
-        kind = message[0]
-        if kind == "hello":
-            peer.rank, peer.pid = message[1:]
-            self.peers[peer.rank] = peer
-            if len(self.peers) == self.n:
-                stamp("started")
-                self._ship(task_of)
-                stamp("shipped")
-        elif kind == "ready":
-            self.ready.add(peer.rank)
-            if len(self.ready) == self.n:
-                stamp("first_step")
-        elif kind == "end":
-            self.ended[peer.rank] = message[1:]
-
-    def _ship(self, task_of):
-        """Send every worker its task, then the go to start MPI."""
-        for rank, peer in sorted(self.peers.items()):
-            self._send(peer, sys.path)
-            self._send(peer, task_of(rank))
-        for peer in self.peers.values():
-            self._send(peer, ("go",))
-
-    def _send(self, peer, message):
-        try:
-            peer.link.send(message)
-        except TimeoutError:
-            raise _Silent(peer) from None
-        except OSError:
-            raise _Lost(peer) from None
-
-    # -- failures ---------------------------------------------------------------------
-
-    def _lost(self, peer):
-        self.stop()
-        status = _exit_statuses(self.output.launcher()).get(peer.rank)
-        how = f"its worker process (pid {peer.pid}) "
-        if status is None:
-            how += "ended without reporting"
-        elif os.WIFSIGNALED(status):
-            number = os.WTERMSIG(status)
-            how += f"was killed by signal {number} ({signal.Signals(number).name})"
-            if number == signal.SIGKILL and _oom_kills() > self.oom_kills:
-                how += (
-                    "; the kernel's out-of-memory killer ended a process meanwhile, so it "
-                    "most likely ran out of memory"
-                )
-        else:
-            how += f"exited with code {os.waitstatus_to_exitcode(status)} before reporting"
-            last = self.output.tail(peer.rank)
-            how += f"; it printed last: {last}" if last else ""
-        return collectives.RankError(peer.rank, how)
-
-    def _silent(self, peer):
-        state = _STATES.get(_process_state(peer.pid), "its state is unknown")
-        seconds = time.monotonic() - peer.seen
-        self.stop()
-        return collectives.RankError(
-            peer.rank,
-            f"its worker process (pid {peer.pid}) sent no heartbeat for {seconds:.0f} s: "
-            f"{state}; every worker was killed",
-        )
-
-    def _launch(self, what):
-        self.stop()
-        said = " ".join(self.output.launcher().split())[-600:]
-        last = " | ".join(t for t in (self.output.tail(r) for r in range(self.n)) if t)
-        return RuntimeError(
-            f"n_jobs={self.n}: the workers did not start: {what}"
-            + (f"; mpiexec printed: {said}" if said else "")
-            + (f"; the workers printed: {last}" if last else "")
-        )
-
-    # -- the end ----------------------------------------------------------------------
-
-    def stop(self):
-        """Kill every worker, let ``mpiexec`` end (else kill it too) and reap it."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            pids = {p.pid for p in self.peers.values()} | _ranks(self.process.pid)
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(GRACE_SECONDS)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+    def start(self):
+        """Start the workers unless they run (it returns at once: they start meanwhile)."""
+        with self._lock:
+            if self._job is None:
+                self._job = _job.Job(self.n)
+                self._idle_from_now()
 
     def close(self):
-        try:
-            self.stop()
-        finally:
-            self.output.forward()
-            self.output.close()
-            for key in list(self.selector.get_map().values()):
-                key.fileobj.close()
-            self.selector.close()
-            shutil.rmtree(self.folder, ignore_errors=True)
+        """End the workers now, if they run, and free what they left (files, shared
+        memory)."""
+        with self._lock:
+            self._end()
+            self._shelf.close()
 
+    def _end(self):
+        """End the workers (the shared memory of the rows stays for the next ones)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        job, self._job = self._job, None
+        if job is not None:
+            job.close()
 
-class _Output:
-    """Copies what the workers write (to files ``out.R`` and ``err.R``) to ``sys.stdout``
-    and ``sys.stderr`` as it comes."""
+    def _run(self, fd, packed, stamp):
+        """Run the tasks ``packed`` (:func:`sparcml_apps._wire.pack`) with their shared
+        memory ``fd``; worker 0's fitted state and every worker's warnings."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._job is not None and not self._job.alive():
+                LOG.warning("the %d workers of a pool had ended; starting new ones", self.n)
+                self._end()
+            self.start()
+            try:
+                found = self._job.run(fd, packed, stamp)
+            except BaseException:
+                self._end()
+                raise
+            self._idle_from_now()
+            return found
 
-    def __init__(self, folder, n):
-        self.folder = folder
-        self.sources = [(f"{name}.{rank}", name) for rank in range(n) for name in ("out", "err")]
-        self.files = {}
-        self.decoders = {
-            name: codecs.getincrementaldecoder("utf-8")("replace") for name, _ in self.sources
-        }
+    def _idle_from_now(self):
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = threading.Timer(IDLE_SECONDS, self._idle)
+        self._timer.daemon = True
+        self._timer.start()
 
-    def forward(self):
-        for name, stream in self.sources:
-            if name not in self.files:
-                path = self.folder / name
-                if not path.exists():
-                    continue
-                self.files[name] = open(path, "rb")  # noqa: SIM115 - kept open until close
-            text = self.decoders[name].decode(self.files[name].read())
-            target = sys.stdout if stream == "out" else sys.stderr
-            if text and target is not None:
-                target.write(text)
-                target.flush()
+    def _idle(self):
+        if self._lock.acquire(blocking=False):  # else a fit runs; it sets a new timer
+            try:
+                if threading.current_thread() is self._timer:
+                    self.close()
+            finally:
+                self._lock.release()
 
-    def tail(self, rank, lines=3, width=300):
-        """The last ``lines`` lines worker ``rank`` wrote to stderr (each cut to ``width``),
-        on one line."""
-        path = self.folder / f"err.{rank}"
-        text = path.read_text(errors="replace") if path.exists() else ""
-        last = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
-        return " | ".join(line if len(line) <= width else line[:width] + "..." for line in last)
-
-    def launcher(self):
-        """What ``mpiexec`` itself printed."""
-        path = self.folder / "mpiexec.txt"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def close(self):
-        for file in self.files.values():
-            file.close()
-
-
-_STATES = {
-    "T": "it is stopped (as by SIGSTOP)",
-    "t": "it is stopped by a debugger",
-    "D": "it is waiting in the kernel (uninterruptible)",
-    "R": "it is running but does not respond",
-    "S": "it is sleeping but does not respond",
-    "Z": "it has ended",
-    None: "it no longer exists",
-}
-
-
-def _waiting(link):
-    """Whether the socket of ``link`` holds something to read."""
-    return bool(select.select([link.sock], [], [], 0)[0])
-
-
-def _proc_stat(pid):
-    """``(state, ppid, pgrp)`` of a process from ``/proc``, or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    state, ppid, pgrp = text[text.rindex(")") + 2 :].split()[:3]
-    return state, int(ppid), int(pgrp)
-
-
-def _process_state(pid):
-    stat = _proc_stat(pid)
-    return stat and stat[0]
-
-
-def _ranks(launcher):
-    """The processes of ``launcher``'s process group other than it and its children (its
-    proxies): the ranks, connected or not. Killed first, they are reaped by their proxy."""
-    found = set()
-    with contextlib.suppress(OSError):
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != launcher:
-                stat = _proc_stat(entry)
-                if stat and stat[2] == launcher and stat[1] != launcher:
-                    found.add(int(entry))
-    return found
-
-
-def _exit_statuses(text):
-    """Each rank's wait status, from the ``Exit codes:`` line of ``-print-all-exitcodes``."""
-    line = re.search(r"Exit codes: (.*)", text)
-    if line is None:
-        return {}
-    groups = re.findall(r"\] ([\d,]+)", line.group(1))
-    return dict(enumerate(int(code) for group in groups for code in group.split(",")))
-
-
-def _oom_kills():
-    """How many processes the kernel's out-of-memory killer has ended (0 if unknown)."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/vmstat").read_text().splitlines():
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-    return 0
+    def _forget(self):
+        """Let go of the workers without ending them (in a forked child)."""
+        self._lock = threading.RLock()
+        self._timer = None
+        self._shelf.close()  # this process's mapping and descriptor only
+        job, self._job = self._job, None
+        if job is not None:
+            job.forget()

@@ -248,8 +248,9 @@ OPTIONS = (
         [_interval(Integral, 1, None, "left"), _interval(Integral, None, -1, "right"), None],
         "int",
         "Train on this many local worker processes (an MPI job of their own, which cannot "
-        "end this process); -1 means one per core, -2 all cores but one, and so on. None "
-        "or 1: in this process.",
+        "end this process), started at the first such fit and kept for the next ones until "
+        ":func:`sparcml_apps.jobs.close`, 5 idle minutes or the end of this process; -1 "
+        "means one per core, -2 all cores but one, and so on. None or 1: in this process.",
     ),
     Option(
         "callback", None, [callable, None], "callable",

@@ -28,3 +28,13 @@ def compiled_kernels(tmp_path_factory):
                 merge_runs(i, v, np.array([0, 1, 3], np.int64))
                 accumulate(i, v, 0, np.zeros(3, dtype))
         ranks.result()
+
+
+@pytest.fixture
+def no_pools():
+    """No ``n_jobs`` pool runs when the test begins, and none is left when it ends."""
+    from sparcml_apps import jobs
+
+    jobs.close()
+    yield
+    jobs.close()

@@ -17,6 +17,7 @@ from collectives import ALGORITHMS, cost_model
 from sparcml_apps import SparseSGDClassifier
 from sparcml_apps.bench import BENCHMARKS
 from sparcml_apps.bench._peer_systems import SYSTEMS
+from sparcml_apps.bench.jobs import STAGES
 from sparcml_apps.cli.main import build_parser
 from sparcml_apps.datasets import GENERATORS, load_cache, make_url_like
 from sparcml_apps.jobs import row_blocks
@@ -127,9 +128,21 @@ def test_diagnostics(tmp_path):
 
 def test_jobs(tmp_path):
     quick("jobs", tmp_path)
-    (found,) = records(tmp_path, "jobs")
-    stages = [found[stage] for stage in ("started", "shipped", "first_step", "fitted", "total")]
-    assert 0 < stages[0] and stages == sorted(stages)
+    found = records(tmp_path, "jobs")
+    ways = [(r["way"], r["n_jobs"]) for r in found]
+    assert ways == [("in-process", None), ("n_jobs=1", 1), ("first fit", 2), ("second fit", 2)]
+    # the in-process fit of the same rows and seed, here
+    X, y = make_url_like(25_000, random_state=0)
+    model = SparseSGDClassifier(random_state=0).fit(X[:20_000], y[:20_000])
+    expected = (model.n_iter_, model.score(X[20_000:], y[20_000:]))
+    assert [(r["epochs"], r["accuracy"]) for r in found[:2]] == [expected] * 2
+    # a kept pool fits what a new one fits; each fit's stages come in order
+    assert found[2]["accuracy"] == found[3]["accuracy"] and found[2]["epochs"] > 0
+    for r in found[2:]:
+        stages = list(r["stages"].values())
+        assert list(r["stages"]) == list(STAGES) and 0 < stages[0] and stages == sorted(stages)
+        assert r["stages"]["total"] <= r["seconds"]
+    assert all(r["seconds"] > 0 and r["load"] >= 0 for r in found)
 
 
 def test_scaling(tmp_path):

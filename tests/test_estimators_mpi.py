@@ -52,6 +52,7 @@ def test_four_ranks_reach_the_in_process_accuracy(tmp_path, loss):
 
 
 @needs_a9a
+@pytest.mark.usefixtures("no_pools")
 def test_n_jobs_equals_mpiexec_bit_for_bit(tmp_path):
     X, y = load_svmlight_file(LIBSVM / "a9a", n_features=123)
     first, again = (spmd_models(tmp_path, 2, [7], "loss='log_loss'")[0] for _ in range(2))

@@ -64,3 +64,16 @@ def test_the_rise_over_the_best_model_and_its_standard_error(classifier):
     assert error == pytest.approx(np.sqrt(change @ change) / abs(scale))
     # the same model again: no rise, and no error
     assert holdout.rise(held.sums(best), setup) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("n_strata", [1, 2, 5])
+def test_each_stratum_holds_out_its_rows_of_smallest_key(n_strata):
+    strata = np.random.default_rng(n_strata).integers(n_strata, size=5000)
+    held = holdout.held_out(strata, n_strata, 0.1, 3, MPI.COMM_SELF, most=400)
+    wanted = holdout._held_counts(np.bincount(strata, minlength=n_strata), 0.1, most=400)
+    keys = holdout._keys(0, strata.size, 3)  # each row's key, by its number
+    assert held.sum() == 400
+    for stratum in range(n_strata):
+        rows = np.flatnonzero(strata == stratum)
+        expected = np.sort(rows[np.argsort(keys[rows])[: wanted[stratum]]])
+        assert np.array_equal(np.flatnonzero(held & (strata == stratum)), expected)

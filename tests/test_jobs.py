@@ -1,7 +1,7 @@
 """Fits on ``n_jobs`` worker processes (:mod:`sparcml_apps.jobs`): the model of
-``mpiexec -n N`` on the same rows, bit for bit, and a caller that outlives its workers."""
+``mpiexec -n N`` on the same rows, bit for bit, and a caller that outlives its workers.
+How a pool lives (kept, closed, reached) is in test_jobs_pool.py."""
 
-import hashlib
 import os
 import re
 import resource
@@ -19,6 +19,14 @@ import numpy as np
 import pytest
 from estimator_helpers import PauseAfterEpoch1, exit_on_rank1_at_epoch2, fail_on_rank1_at_epoch2
 from mpirun import run_mpi
+from pools import (
+    descendants,
+    digest,
+    exists,
+    mapped_shm,
+    socket_bytes,
+    worker_folder,
+)
 from sklearn.datasets import make_classification
 from sklearn.exceptions import ConvergenceWarning
 from testdata import url_like
@@ -26,35 +34,10 @@ from testdata import url_like
 import collectives
 from sparcml_apps import SparseSGDClassifier, jobs
 
-pytestmark = pytest.mark.usefixtures("compiled_kernels")
+pytestmark = pytest.mark.usefixtures("compiled_kernels", "no_pools")
 
 URL_WIDTH = 3_231_961
 MEMORY_CGROUPS = Path("/sys/fs/cgroup/memory")
-
-
-def digest(model):
-    return hashlib.sha256(model.coef_.tobytes() + model.intercept_.tobytes()).hexdigest()
-
-
-def descendants(pid):
-    """Every process below ``pid``, zombies included."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                text = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(text[text.rindex(")") + 2 :].split()[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier}
-        found |= frontier
-    return found
-
-
-def exists(pid):
-    return Path(f"/proc/{pid}").exists()
 
 
 # -- the same model as mpiexec -------------------------------------------------------
@@ -66,9 +49,10 @@ def exists(pid):
         pytest.param(2, 2, "fit", marks=pytest.mark.bench),  # n_jobs=2 at url's width: below
         (3, 2, "fit"),
         (2, 3, "partial_fit"),
+        (2, 2, "warm_start"),
         pytest.param(3, 20, "partial_fit", marks=pytest.mark.bench),
     ],
-    ids=["binary-fit-2", "binary-fit-3", "3-classes-partial_fit-2", "20-classes-3"],
+    ids=["binary-fit-2", "binary-fit-3", "3-classes-partial_fit-2", "warm_start-2", "20-classes-3"],
 )
 def test_url_width_equals_mpiexec_bit_for_bit(n_jobs, classes, method):
     # 3 classes: a state of 3 x 3.2M float64 (78 MB) in coef_ and again in the weights,
@@ -81,26 +65,39 @@ def test_url_width_equals_mpiexec_bit_for_bit(n_jobs, classes, method):
     expected, nonzero = result.stdout[0].split()
     assert int(nonzero) > 1000
     X, y = url_like(rows, URL_WIDTH, classes)
-    model = SparseSGDClassifier(random_state=0, n_jobs=n_jobs)
+    model = SparseSGDClassifier(random_state=0, n_jobs=n_jobs, warm_start=method == "warm_start")
     if method == "fit":
         model.fit(X, y)
     else:
-        for _ in range(2):  # the second call ships the fitted state to the workers
-            model.partial_fit(X, y, classes=np.unique(y))
+        pids = []
+        for _ in range(2):  # the second call ships the fitted state to the same workers
+            if method == "partial_fit":
+                model.partial_fit(X, y, classes=np.unique(y))
+            else:
+                model.fit(X, y)
+            pids.append(jobs.pool(n_jobs).pids)
+        assert pids[0] == pids[1] and len(pids[0]) == n_jobs
     assert model.coef_.shape == (1 if classes == 2 else classes, URL_WIDTH)
     assert digest(model) == expected
 
 
-def test_shipping_makes_no_copy_of_the_data():
+def test_the_rows_go_in_shared_memory_not_through_the_socket():
     X, y = url_like(20_000, 100_000)
-    data_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    data_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + y.nbytes
+    model = SparseSGDClassifier(random_state=0, max_iter=1, tol=None, n_jobs=2)
     tracemalloc.start()
     try:
-        SparseSGDClassifier(random_state=0, max_iter=1, tol=None, n_jobs=2).fit(X, y)
+        for _ in range(2):  # the first fit also starts the pool
+            sent, received = socket_bytes(2)
+            model.fit(X, y)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    # the blocks leave from X itself; what stays is the fitted state (2 x 0.8 MB)
+    sent, received = np.subtract(socket_bytes(2), (sent, received))
+    # the socket carries two pickles of the estimator out (its parameters) and two ends
+    # back; the fitted state (2 x 0.8 MB of weights) comes in shared memory too
+    assert sent < 0.01 * data_bytes and received < 0.01 * data_bytes, (sent, received)
+    # nor does this process copy the rows into new arrays: it writes them into a memfd
     assert peak < 0.2 * data_bytes, (peak, data_bytes)
 
 
@@ -187,29 +184,33 @@ def paused_fit(tmp_path, act, **params):
     return raised.value, pids, seconds
 
 
-def worker_folder(pid):
-    """The caller's folder of a worker (that of its socket, on its command line)."""
-    return Path(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[3].decode()).parent
-
-
 def assert_nothing_left(pids):
     assert not [pid for pid in pids.values() if exists(pid)]
     assert not descendants(os.getpid())
 
 
-def assert_a_normal_fit_follows():
+def assert_a_normal_fit_follows(pids):
+    """A fit after the failure works, on a new pool."""
     X, y = make_classification(n_samples=300, n_features=10, random_state=1)
     assert SparseSGDClassifier(random_state=0, n_jobs=2).fit(X, y).score(X, y) > 0.7
+    assert not set(jobs.pool(2).pids.values()) & set(pids.values())
 
 
 def test_a_worker_killed_by_sigkill(tmp_path):
-    error, pids, seconds = paused_fit(tmp_path, lambda pids: os.kill(pids[1], signal.SIGKILL))
+    shared = set()
+
+    def kill(pids):
+        shared.update(mapped_shm(pids.values()))
+        os.kill(pids[1], signal.SIGKILL)
+
+    error, pids, seconds = paused_fit(tmp_path, kill)
+    assert not [path for path in shared if path.exists()]  # MPI's shared memory is gone
     assert seconds < 30
     assert str(error) == (
         f"rank 1 failed: its worker process (pid {pids[1]}) was killed by signal 9 (SIGKILL)"
     )
     assert_nothing_left(pids)
-    assert_a_normal_fit_follows()
+    assert_a_normal_fit_follows(pids)
 
 
 def test_a_worker_that_crashes(tmp_path):
@@ -228,7 +229,7 @@ def test_a_worker_that_stops_responding(tmp_path, monkeypatch):
     assert f"rank 1 failed: its worker process (pid {pids[1]}) sent no heartbeat for" in str(error)
     assert "it is stopped (as by SIGSTOP); every worker was killed" in str(error)
     assert_nothing_left(pids)
-    assert_a_normal_fit_follows()
+    assert_a_normal_fit_follows(pids)
 
 
 def wide_multiclass(rows=400, n_features=1_000_000, classes=10):
@@ -248,7 +249,7 @@ def test_a_worker_out_of_address_space(tmp_path):
     assert seconds < 30
     assert str(error).startswith("rank 1 failed: MemoryError: Unable to allocate"), str(error)
     assert_nothing_left(pids)
-    assert_a_normal_fit_follows()
+    assert_a_normal_fit_follows(pids)
 
 
 @pytest.mark.skipif(
@@ -276,7 +277,7 @@ def test_a_worker_ended_by_the_out_of_memory_killer(tmp_path):
         "out of memory"
     )
     assert_nothing_left(pids)
-    assert_a_normal_fit_follows()
+    assert_a_normal_fit_follows(pids)
 
 
 def test_an_exception_in_a_worker_reaches_the_caller():
@@ -322,11 +323,12 @@ def test_what_workers_print_and_warn_reaches_the_caller(capsys):
     assert capsys.readouterr().out.count("-- Epoch") == 2  # rank 0's, with verbose=1
 
 
-def test_what_cannot_travel_to_the_workers_fails_before_they_start():
+def test_what_cannot_travel_to_the_workers_fails_before_anything_starts():
     X, y = make_classification(n_samples=100, n_features=5, random_state=0)
     model = SparseSGDClassifier(n_jobs=2, callback=lambda estimator, record: None)
     with pytest.raises(TypeError, match="n_jobs=2 sends the estimator .* cannot be pickled"):
         model.fit(X, y)
+    assert jobs.pool(2).pids == {} and not descendants(os.getpid())
 
 
 def start_paused_caller(tmp_path):

@@ -1,78 +1,126 @@
-"""Start-up of ``n_jobs`` fits: the seconds from ``fit`` to the workers' first step.
+"""``n_jobs`` end to end: a pool's first fit and its next, against a fit in this process.
 
-On url-like data, ``SparseSGDClassifier(n_jobs=N)`` fits ``--repeats`` times for
-``--epochs`` epochs; each fit records the seconds from the call until every worker has
-connected (started), every block of rows has been sent (shipped), every worker is about
-to train (first step), and the fitted state is back (fitted), and the whole fit. Prints
-the medians, with the share of the fit spent before the first step.
+``make_url_like(--generated, random_state=0)``: the first ``--rows`` rows train, the rest
+test. ``SparseSGDClassifier(random_state=0)`` with every other option at its default
+fits them ``--repeats`` times each way, timed from the call to ``fit`` until it returns:
+in this process (``n_jobs=None``), with ``n_jobs=1`` (also in this process), and for
+each ``--nprocs`` N with ``n_jobs=N`` twice, the first fit on a new pool (its workers
+start within it) and the second on the same workers. A small fit first loads this
+process's kernels. Prints the medians, each ``n_jobs=N`` fit against ``n_jobs=1``, and
+where the seconds of the fits on a pool go (:func:`sparcml_apps.jobs.fit`'s stages), and
+the machine's load average (other work skews every figure).
 """
 
+import os
 import statistics
+import time
 
-import numpy as np
-
+from .. import jobs
 from ..datasets import make_url_like
 from ..estimators import SparseSGDClassifier
-from ..jobs import fit
 from ._output import add_out_argument, apply_quick, write
 
-STAGES = ("started", "shipped", "first_step", "fitted", "total")
-QUICK = {"rows": 20_000, "epochs": 1, "repeats": 1, "nprocs": [2]}
+STAGES = ("checked", "packed", "started", "shipped", "first_step", "fitted", "total")
+QUICK = {"generated": 25_000, "rows": 20_000, "repeats": 1, "nprocs": [2]}
 
 
 def add_arguments(parser):
-    parser.add_argument("--rows", type=int, default=200_000, help="rows (default: 200000)")
     parser.add_argument(
-        "--features", type=int, default=3_231_961, help="columns, as url (default: 3231961)"
+        "--generated", type=int, default=500_000, help="url-like rows made (default: 500000)"
     )
-    parser.add_argument("--epochs", type=int, default=5, help="epochs a fit (default: 5)")
+    parser.add_argument(
+        "--rows", type=int, default=400_000, help="of those, rows to train (default: 400000)"
+    )
     parser.add_argument(
         "--nprocs", type=int, nargs="+", default=[2], help="values of n_jobs (default: 2)"
     )
-    parser.add_argument("--repeats", type=int, default=3, help="fits each (default: 3)")
+    parser.add_argument("--repeats", type=int, default=3, help="fits each way (default: 3)")
     add_out_argument(parser)
     parser.add_argument("--quick", action="store_true", help="a small run of seconds")
 
 
 def run(args):
     apply_quick(args, QUICK)
-    X, y = make_url_like(args.rows, args.features, random_state=0)
-    megabytes = (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / 1e6
-    print(f"url-like: {X.shape[0]:,} rows, {X.shape[1]:,} columns, {X.nnz:,} nonzeros, "
-          f"{megabytes:.0f} MB")  # fmt: skip
+    X, y = make_url_like(args.generated, random_state=0)
+    X, y, X_test, y_test = X[: args.rows], y[: args.rows], X[args.rows :], y[args.rows :]
+    print(f"url-like: {X.shape[0]:,} rows to train, {X_test.shape[0]:,} to test, "
+          f"{X.shape[1]:,} columns, {X.nnz:,} nonzeros")  # fmt: skip
+    SparseSGDClassifier(random_state=0, max_iter=1, tol=None).fit(X[:100], y[:100])
     records = []
-    for nprocs in args.nprocs:
-        for repeat in range(args.repeats):
-            model = SparseSGDClassifier(
-                loss="log_loss", max_iter=args.epochs, tol=None, random_state=0, n_jobs=nprocs
-            )
-            timings = {}
-            fit(model, "fit", X, y, timings=timings)
-            records.append(
-                {"nprocs": nprocs, "repeat": repeat, "rows": X.shape[0], "megabytes": megabytes,
-                 "epochs": args.epochs, **timings}
-            )  # fmt: skip
-            print({key: round(value, 2) for key, value in timings.items()}, flush=True)
+
+    def timed(way, n_jobs, repeat, timings=None):
+        model = SparseSGDClassifier(random_state=0, n_jobs=n_jobs)
+        begin = time.perf_counter()
+        if timings is None:
+            model.fit(X, y)
+        else:
+            jobs.fit(model, "fit", X, y, timings=timings)
+        seconds = time.perf_counter() - begin
+        record = {
+            "way": way, "n_jobs": n_jobs, "repeat": repeat, "rows": X.shape[0],
+            "seconds": seconds, "epochs": model.n_iter_,
+            "accuracy": model.score(X_test, y_test), "stages": timings or {},
+            "load": os.getloadavg()[0],
+        }  # fmt: skip
+        print({k: v for k, v in record.items() if k != "stages"} | _rounded(timings or {}))
+        records.append(record)
+
+    for repeat in range(args.repeats):
+        timed("in-process", None, repeat)
+        timed("n_jobs=1", 1, repeat)
+        for n in args.nprocs:
+            jobs.close()  # a new pool: its first fit starts it
+            timed("first fit", n, repeat, {})
+            timed("second fit", n, repeat, {})
+        jobs.close()
     text = table(records)
     print(text)
     write(args.out, "jobs", records, text)
     return 0
 
 
+def _rounded(stages):
+    return {stage: round(stages[stage], 2) for stage in STAGES if stage in stages}
+
+
 def table(records):
-    """The medians over repeats, one row per ``n_jobs``, as a Markdown table."""
+    """The medians over repeats, one row each way, as a Markdown table: seconds, against
+    ``n_jobs=1``, epochs, test accuracy, and the stages of the fits on a pool."""
+    one = statistics.median(r["seconds"] for r in records if r["way"] == "n_jobs=1")
     lines = [
-        "| n_jobs | rows | MB of X | epochs | started s | shipped s | first step s | fitted s "
-        "| fit s | before first step |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| fit | n_jobs | fit s | against n_jobs=1 | epochs | accuracy | "
+        + " | ".join(f"{stage} s" for stage in STAGES[:-1])
+        + " |",
+        "|---|---|---|---|---|---|" + "---|" * (len(STAGES) - 1),
     ]
-    for nprocs in dict.fromkeys(r["nprocs"] for r in records):
-        mine = [r for r in records if r["nprocs"] == nprocs]
-        median = {stage: statistics.median(r[stage] for r in mine) for stage in STAGES}
-        share = np.median([r["first_step"] / r["total"] for r in mine])
-        cells = " | ".join(f"{median[stage]:.2f}" for stage in STAGES)
-        lines.append(
-            f"| {nprocs} | {mine[0]['rows']:,} | {mine[0]['megabytes']:.0f} | "
-            f"{mine[0]['epochs']} | {cells} | {share:.1%} |"
-        )
+    ways = dict.fromkeys((r["way"], r["n_jobs"]) for r in records)
+    for way, n_jobs in ways:
+        mine = [r for r in records if (r["way"], r["n_jobs"]) == (way, n_jobs)]
+        seconds = statistics.median(r["seconds"] for r in mine)
+        cells = [
+            way, str(n_jobs), f"{seconds:.2f}", f"{seconds / one:.2f}x",
+            f"{statistics.median(r['epochs'] for r in mine):g}",
+            f"{statistics.median(r['accuracy'] for r in mine):.4f}",
+        ]  # fmt: skip
+        for stage in STAGES[:-1]:
+            found = [r["stages"][stage] for r in mine if stage in r["stages"]]
+            cells.append(f"{statistics.median(found):.2f}" if found else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    ratio = {
+        key: statistics.median(r["seconds"] for r in records if (r["way"], r["n_jobs"]) == key)
+        / one
+        for key in ways
+    }
+    pools = "; ".join(
+        f"n_jobs={n}: first fit {ratio['first fit', n]:.2f}x, second {ratio['second fit', n]:.2f}x"
+        for way, n in ways
+        if way == "first fit"
+    )
+    loads = [r["load"] for r in records]
+    lines += [
+        "",
+        f"Against n_jobs=1: {pools}; n_jobs=1 against in-process "
+        f"{1 / ratio['in-process', None]:.2f}x (load average {min(loads):.1f} to "
+        f"{max(loads):.1f})",
+    ]
     return "\n".join(lines)

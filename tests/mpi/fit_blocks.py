@@ -1,7 +1,8 @@
 """Each rank fits on its block (``row_blocks``) of url-like rows; rank 0 prints a digest.
 
-Arguments: rows, n_features, classes (see ``testdata.url_like``), method ("fit", or
-"partial_fit": two calls), then estimator parameters as key=value (Python literals).
+Arguments: rows, n_features, classes (see ``testdata.url_like``), method ("fit";
+"partial_fit": two calls; "warm_start": two calls of ``fit`` with ``warm_start=True``),
+then estimator parameters as key=value (Python literals).
 Rank 0 prints the SHA-256 of ``coef_`` and ``intercept_`` and the number of nonzero
 weights. Exits 1 if the ranks' models differ in any bit.
 """
@@ -29,6 +30,10 @@ mine = slice(bounds[comm.rank], bounds[comm.rank + 1])
 model = SparseSGDClassifier(comm=comm, **params)
 if method == "fit":
     model.fit(X[mine], y[mine])
+elif method == "warm_start":
+    model.set_params(warm_start=True)
+    for _ in range(2):
+        model.fit(X[mine], y[mine])
 else:
     for _ in range(2):
         model.partial_fit(X[mine], y[mine], classes=np.unique(y))

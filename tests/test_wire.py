@@ -1,0 +1,146 @@
+"""The socket between a pool's caller and its workers (:mod:`sparcml_apps._wire`): the
+handshake, and arrays that travel in sealed shared memory, not through the socket."""
+
+import mmap
+import os
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+from sparcml_apps import _wire
+
+KEY = bytes(range(32))
+
+
+def both_ends(left, right):
+    """Run ``left(sock)`` here and ``right(sock)`` in a thread, on the two ends of a
+    socket pair; what each returned or raised."""
+    a, b = socket.socketpair()
+    a.settimeout(10)
+    b.settimeout(10)
+    found = {}
+
+    def run(name, end, sock):
+        try:
+            found[name] = end(sock)
+        except Exception as exc:  # noqa: BLE001 - compared by the test
+            found[name] = exc
+        finally:
+            sock.close()
+
+    thread = threading.Thread(target=run, args=("right", right, b))
+    thread.start()
+    run("left", left, a)
+    thread.join(10)
+    return found["left"], found["right"]
+
+
+def test_the_same_key_passes_the_handshake():
+    left, right = both_ends(
+        lambda s: _wire.handshake(s, KEY, "caller"), lambda s: _wire.handshake(s, KEY, "worker")
+    )
+    assert left is None and right is None
+
+
+def test_another_key_is_refused_at_both_ends():
+    other = bytes(32)
+    left, right = both_ends(
+        lambda s: _wire.handshake(s, KEY, "caller"), lambda s: _wire.handshake(s, other, "worker")
+    )
+    assert isinstance(left, _wire.AuthenticationError)
+    assert isinstance(right, (_wire.AuthenticationError, EOFError, ConnectionError))
+    assert "does not hold the pool's key" in str(left)
+
+
+def test_the_callers_own_answer_passed_back_is_refused():
+    def reflect(sock):  # no key: send back the challenge, then the answer to it
+        greeting = _wire.receive_exactly(sock, 15 + 32)
+        sock.sendall(greeting)
+        sock.sendall(_wire.receive_exactly(sock, 32))
+
+    left, _ = both_ends(lambda s: _wire.handshake(s, KEY, "caller"), reflect)
+    assert isinstance(left, _wire.AuthenticationError)
+
+
+def test_a_stranger_is_refused_before_anything_is_read_but_the_greeting():
+    def stranger(sock):
+        sock.sendall(b"GET / HTTP/1.1\r\n" * 4)
+        return _wire.receive_exactly(sock, 15 + 32)  # then the other end hangs up
+
+    left, _ = both_ends(lambda s: _wire.handshake(s, KEY, "caller"), stranger)
+    assert isinstance(left, _wire.AuthenticationError)
+    assert "does not speak this protocol" in str(left)
+
+
+def test_arrays_travel_in_shared_memory_each_once():
+    shared = np.arange(1_000_000, dtype=np.float64)  # 8 MB, in both messages
+    first = {"shared": shared, "own": np.arange(10, dtype=np.int32), "name": "first"}
+    strided = np.arange(200_000.0).reshape(-1, 2)[:, 0]  # a column: copied, contiguous
+    second = {"shared": shared, "own": strided, "name": "second"}
+    fd, packed = _wire.pack([first, second])
+    try:
+        # one copy of the shared array and the other two, each aligned
+        assert os.fstat(fd).st_size == shared.nbytes + 64 + strided.size * 8
+        assert all(len(pickle) < 1000 for pickle, _ in packed)
+        out = [_wire.unpack(pickle, table, os.dup(fd)) for pickle, table in packed]
+        for sent, got in zip([first, second], out, strict=True):
+            assert got["name"] == sent["name"]
+            for key in ("shared", "own"):
+                assert got[key].dtype == sent[key].dtype
+                assert np.array_equal(got[key], sent[key])
+        # the arrays are the receiver's to change (copy-on-write): the memory is not
+        out[0]["shared"][:] = -1
+        assert np.array_equal(_wire.unpack(*packed[1], os.dup(fd))["shared"], shared)
+    finally:
+        os.close(fd)
+
+
+def test_the_shared_memory_is_sealed_against_writes():
+    fd, _ = _wire.pack([np.zeros(100)])
+    try:
+        with pytest.raises(PermissionError):
+            os.pwrite(fd, b"x", 0)
+        with pytest.raises(PermissionError):
+            mmap.mmap(fd, 800, access=mmap.ACCESS_WRITE)
+        with pytest.raises(PermissionError):
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def test_a_link_passes_the_memory_with_the_message():
+    sender, receiver = socket.socketpair()
+    with sender, receiver:
+        rows = np.random.default_rng(0).random(500_000)  # 4 MB
+        out, back = _wire.Link(sender), _wire.Link(receiver)
+        out.send(("rows", rows))
+        out.send(("beat",))
+        kind, got = back.receive()
+        assert kind == "rows" and np.array_equal(got, rows)
+        assert back.receive() == ("beat",)
+        assert out.sent == back.received < 1000
+
+
+def test_a_closed_socket_is_an_eof():
+    sender, receiver = socket.socketpair()
+    sender.close()
+    with receiver, pytest.raises(EOFError):
+        _wire.Link(receiver).receive()
+
+
+def test_a_shelf_is_filled_again_and_grows_when_it_must():
+    shelf = _wire.Shelf()
+    try:
+        found = []
+        for values in (np.arange(100_000.0), -np.arange(50_000.0), np.ones(300_000)):
+            fd, ((pickle, table),) = _wire.pack([values], shelf)
+            found.append((os.fstat(fd).st_ino, os.fstat(fd).st_size))
+            assert np.array_equal(_wire.unpack(pickle, table, os.dup(fd)), values)
+        # the second pack, smaller, went into the first's memory; the third needed more
+        assert found[1] == found[0] and found[0][1] == 800_000
+        assert found[2][0] != found[0][0] and found[2][1] == 2_400_000
+    finally:
+        shelf.close()
+    assert shelf.fd is None
