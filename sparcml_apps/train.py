@@ -388,6 +388,8 @@ def run_dask(options):
         print(f"sparcml train: {describe(client.scheduler.address, options.insecure)}", flush=True)
     else:
         client = Client(scheduler_file=options.scheduler_file)
+        address = client.scheduler.address
+        print(f"sparcml train: {describe(address, not address.startswith('tls://'))}", flush=True)
         client.wait_for_workers(options.workers, timeout=cluster.JOIN_SECONDS)
     try:
         train, test = sources(options)

@@ -28,6 +28,8 @@ def test_local_dask_mpi_recipe_trains_and_stops_its_cluster(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+    # the cluster listens on loopback only and speaks TLS
+    assert "Dask scheduler at tls://127.0.0.1:" in result.stdout, result.stdout
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert metrics["mode"] == "dask" and metrics["ranks"] == 2 and metrics["epochs"] == 2
     assert (tmp_path / "m.joblib").exists()
