@@ -28,8 +28,10 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m compileall -q collectives sparcml_apps tests
 	$(BIN)/python -m pytest -q --durations=20
 
-# Every table and plot of docs/results.md, in about 2 hours (QUICK=1: a few minutes,
-# into results/quick). Emulated links need root; without it those runs are skipped.
+# The benchmarks of docs/results.md, into docs/results (QUICK=1: the same on small inputs,
+# into results/quick). The page gives the options of each run it shows and how long each
+# part took; the whole target has not been timed as one run. Emulated links need root;
+# without it those runs are skipped.
 RESULTS := $(if $(QUICK),results/quick,docs/results)
 BENCH := $(BIN)/python -m sparcml_apps.bench
 B := --out $(RESULTS) $(if $(QUICK),--quick)
