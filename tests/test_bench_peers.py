@@ -152,3 +152,25 @@ def test_a_missing_system_is_reported_not_run(monkeypatch, tmp_path):
 def test_spark_without_java_is_missing(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     assert "no Java runtime" in _peer_systems._java_missing()
+
+
+def test_sparcml_with_n_jobs_trains_on_its_kept_pool_as_scikit_learn_does(tmp_path):
+    X, y = make_url_like(3000, n_features=2000, random_state=2)
+    files = _peer_data.write(
+        tmp_path, "tiny", X[:2400], y[:2400], X[2400:], y[2400:], search_rows=500
+    )
+    scores = {}
+    for system in (_peer_systems.SYSTEMS["sparcml, n_jobs=2"], _peer_systems.SGD()):
+        system.start()
+        try:
+            data = system.load(files.train, files.test, files.n_features)
+            model = system.fit(data, {system.budget: 20})
+            scores[system.name] = system.accuracy(model, data)
+            assert 1 <= system.used(model) <= 20
+        finally:
+            system.stop()
+    from sparcml_apps import jobs
+
+    assert jobs.pool(2).pids == {}  # stop() ended the workers
+    ours, theirs = scores["sparcml, n_jobs=2"], scores["scikit-learn SGDClassifier"]
+    assert ours >= theirs - 0.02, scores

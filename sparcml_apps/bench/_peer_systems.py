@@ -153,17 +153,7 @@ class Sparcml(System):
         return None
 
     def version(self):
-        version = importlib.metadata.version(self.distribution)
-        try:
-            commit = subprocess.run(
-                ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return version
-        return f"{version} ({commit})"
+        return sparcml_version()
 
     def load(self, train, test, n_features):
         return train, test, n_features  # every run reads the files itself
@@ -218,6 +208,21 @@ class Sparcml(System):
         }
 
 
+def sparcml_version():
+    """sparcml's version and the commit of this checkout, where it is one."""
+    version = importlib.metadata.version("sparcml")
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return version
+    return f"{version} ({commit})"
+
+
 class _Estimator(System):
     """A scikit-learn-style estimator on the CSR rows of scikit-learn's reader
     (``load_svmlight_file``); ``index_dtype`` converts their indices."""
@@ -268,6 +273,36 @@ class SGD(_Estimator):
         from sklearn.linear_model import SGDClassifier
 
         return SGDClassifier(**{**self.fixed, **setting})
+
+
+class SparcmlJobs(_Estimator):
+    """``SparseSGDClassifier(n_jobs=2)`` in this process, as a notebook user runs it: its
+    pool of two workers starts with the system (a first small fit), and every fit after
+    uses it."""
+
+    name = "sparcml, n_jobs=2"
+    distribution, budget = "sparcml", "max_iter"
+    imports = ("sparcml_apps.estimators", "sklearn.datasets")
+    candidates = ({"batch_size": 64}, {"alpha": 1e-5}, {"alpha": 1e-5, "batch_size": 64})
+    fixed = {"loss": "log_loss", "random_state": 0, "n_jobs": 2}
+
+    def version(self):
+        return sparcml_version()
+
+    def start(self):
+        super().start()
+        X, y = np.eye(4), np.array([0, 1, 0, 1])
+        self.make({"max_iter": 1, "tol": None}).fit(X, y)
+
+    def stop(self):
+        from sparcml_apps import jobs
+
+        jobs.close()
+
+    def make(self, setting):
+        from sparcml_apps import SparseSGDClassifier
+
+        return SparseSGDClassifier(**{**self.fixed, **setting})
 
 
 class Liblinear(_Estimator):
@@ -453,6 +488,7 @@ SYSTEMS = {
     for system in (
         Sparcml(1),
         Sparcml(2),
+        SparcmlJobs(),
         SGD(),
         Liblinear(),
         VowpalWabbit(),

@@ -3,7 +3,8 @@
 On each dataset (the url-like data of both generators, every catalogue dataset already in
 the data home, and any LIBSVM files given), every system trains on the same rows, written
 once as LIBSVM files (and as Vowpal Wabbit text): sparcml on 1 and 2 ranks (``sparcml
-train --ranks P``), scikit-learn's ``SGDClassifier``, LIBLINEAR (scikit-learn's
+train --ranks P``) and ``SparseSGDClassifier(n_jobs=2)`` called from Python (its
+pool started with the system), scikit-learn's ``SGDClassifier``, LIBLINEAR (scikit-learn's
 ``LogisticRegression(solver="liblinear")``), Vowpal Wabbit (its own driver), Spark MLlib's
 ``LogisticRegression`` and ``LinearSVC`` on ``local[2]``, and Snap ML, each with its
 documented defaults and with the setting a small search chose on the first
