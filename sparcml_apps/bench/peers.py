@@ -1,6 +1,6 @@
 """Time to a target accuracy against the tools users would pick instead.
 
-On each dataset (the url-like data of both generators, every catalogue dataset already in
+On each dataset (the data of the url-like generators, every catalogue dataset already in
 the data home, and any LIBSVM files given), every system trains on the same rows, written
 once as LIBSVM files (and as Vowpal Wabbit text): sparcml on 1 and 2 ranks (``sparcml
 train --ranks P``) and ``SparseSGDClassifier(n_jobs=2)`` called from Python (its
