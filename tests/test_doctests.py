@@ -1,11 +1,14 @@
-"""The docstrings of ``collectives``: their examples run, and the public API has them.
+"""The docstrings of ``collectives`` and ``sparcml_apps.datasets``: their examples run,
+and the public API has them.
 
-Public: what ``collectives.__all__`` exports (the public functions and classes of the
-modules ``cost_model`` and ``thresholds`` among them), the request that ``iallreduce``
-returns, and their public methods and properties. Each has a numpydoc docstring: a
-one-line summary; ``Parameters`` naming every parameter of its signature and nothing else;
-``Returns`` (or ``Yields``) where a function or method returns a value; ``Examples`` for
-every function and class. Each public constant of those modules has a docstring under it.
+Public: what a package's ``__all__`` exports (for ``collectives``, the public functions and
+classes of the modules ``cost_model`` and ``thresholds`` among them, and the request that
+``iallreduce`` returns), and their public methods and properties. Each has a numpydoc
+docstring: a one-line summary; ``Parameters`` naming every parameter of its signature and
+nothing else; ``Returns`` (or ``Yields``) where a function or method returns a value;
+``Examples`` for every function (in ``collectives``, every class too; errors need none).
+Each public constant of the modules that hold them has a docstring under it, and every
+constant a package exports is in one of those modules.
 """
 
 import ast
@@ -18,47 +21,73 @@ import textwrap
 
 import pytest
 
-import collectives
-
-MODULES = ["collectives"] + sorted(
-    info.name for info in pkgutil.iter_modules(collectives.__path__, "collectives.")
-)
+PACKAGES = ["collectives", "sparcml_apps.datasets"]
+MIN_EXAMPLES = {"collectives": 150, "sparcml_apps.datasets": 150}
+"""The fewest examples (``>>>`` lines) each package's docstrings hold in all."""
+EXAMPLES_FOR = {
+    "collectives": ("class", "error", "function"),
+    "sparcml_apps.datasets": ("function",),
+}
+"""The kinds of public objects that must have ``Examples``, by package."""
+EXTRA_PUBLIC = {"collectives": [("Request", "collectives._nonblocking")]}
+"""Public classes a package does not export: (name, module); what ``iallreduce`` returns."""
+CONSTANT_MODULES = {
+    "collectives": ["collectives.cost_model", "collectives.thresholds", "collectives._quantize"],
+    "sparcml_apps.datasets": [
+        "sparcml_apps.datasets._home",
+        "sparcml_apps.datasets._synthetic",
+        "sparcml_apps.datasets._url_like_file",
+    ],
+}
+"""The modules whose public constants must have docstrings, by package."""
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
-def _examples(module):
+def _modules(package):
+    path = importlib.import_module(package).__path__
+    return [package] + sorted(info.name for info in pkgutil.iter_modules(path, f"{package}."))
+
+
+MODULES = [(package, name) for package in PACKAGES for name in _modules(package)]
+
+
+def _examples(module, package):
     # globs={}: every docstring imports what its examples use
     return [
         test
         for test in doctest.DocTestFinder().find(module, globs={})
-        if test.examples and test.name.split(".")[0] == "collectives"
+        if test.examples and (test.name == package or test.name.startswith(f"{package}."))
     ]
 
 
-@pytest.mark.parametrize("name", MODULES)
-def test_examples_run(name):
+@pytest.mark.parametrize(("package", "name"), MODULES, ids=[name for _, name in MODULES])
+def test_examples_run(package, name):
     module = importlib.import_module(name)
     runner = doctest.DocTestRunner(optionflags=FLAGS)
     report = []
-    for test in _examples(module):
+    for test in _examples(module, package):
         runner.run(test, out=report.append)
     results = runner.summarize(verbose=False)
     assert results.failed == 0, "".join(report)
 
 
-def test_there_are_examples():
+@pytest.mark.parametrize("package", PACKAGES)
+def test_there_are_examples(package):
     count = sum(
-        len(test.examples) for name in MODULES for test in _examples(importlib.import_module(name))
+        len(test.examples)
+        for name in _modules(package)
+        for test in _examples(importlib.import_module(name), package)
     )
-    assert count >= 150
+    assert count >= MIN_EXAMPLES[package]
 
 
-def _public_api():
-    """(qualified name, object, kind) of every public function, class, method and property."""
+def _public_api(package):
+    """{qualified name: (object, kind)} of every public function, class (or error), method
+    and property of ``package``; names begin with the package's."""
     found = {}
 
     def add_class(qualname, cls):
-        found[qualname] = (cls, "class")
+        found[qualname] = (cls, "error" if issubclass(cls, BaseException) else "class")
         for name, member in vars(cls).items():
             if name.startswith("_"):
                 continue
@@ -75,23 +104,27 @@ def _public_api():
         elif inspect.isfunction(obj):
             found[qualname] = (obj, "function")
 
-    for name in collectives.__all__:
-        obj = getattr(collectives, name)
+    top = importlib.import_module(package)
+    for name in top.__all__:
+        obj = getattr(top, name)
         if inspect.ismodule(obj):
             for member_name, member in vars(obj).items():
                 if not member_name.startswith("_") and getattr(member, "__module__", None) == (
                     obj.__name__
                 ):
-                    add(f"{name}.{member_name}", member)
+                    add(f"{package}.{name}.{member_name}", member)
         else:
-            add(name, obj)
-    from collectives._nonblocking import Request  # what iallreduce returns
-
-    add("Request", Request)
+            add(f"{package}.{name}", obj)
+    for name, module in EXTRA_PUBLIC.get(package, []):
+        add(f"{package}.{name}", getattr(importlib.import_module(module), name))
     return found
 
 
-PUBLIC = _public_api()
+PUBLIC = {
+    name: (package, obj, kind)
+    for package in PACKAGES
+    for name, (obj, kind) in _public_api(package).items()
+}
 
 
 def _sections(doc):
@@ -152,13 +185,16 @@ def _returns_value(function):
 
 def test_the_public_api_is_known():
     for name in ("SparseVector.from_dense", "allreduce", "cost_model.predict", "thresholds.delta"):
-        assert name in PUBLIC
-    assert len(PUBLIC) >= 35
+        assert f"collectives.{name}" in PUBLIC
+    assert sum(package == "collectives" for package, _, _ in PUBLIC.values()) >= 35
+    for name in ("load", "make_url_like", "Catalog", "ParseError"):
+        assert f"sparcml_apps.datasets.{name}" in PUBLIC
+    assert sum(package == "sparcml_apps.datasets" for package, _, _ in PUBLIC.values()) >= 24
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC))
 def test_public_docstring_has_its_sections(name):
-    obj, kind = PUBLIC[name]
+    package, obj, kind = PUBLIC[name]
     doc = obj.__doc__
     assert doc, f"{name} has no docstring"
     sections = _sections(doc)
@@ -182,28 +218,51 @@ def test_public_docstring_has_its_sections(name):
     expected = _signature_parameters(obj, kind)
     documented = _documented_parameters(sections.get("Parameters", []))
     assert documented == expected, f"{name}: Parameters {documented}, signature {expected}"
-    if kind != "class" and _returns_value(obj):
+    if kind not in ("class", "error") and _returns_value(obj):
         assert "Returns" in sections or "Yields" in sections, f"{name}: no Returns"
-    if kind in ("class", "function"):
+    if kind in EXAMPLES_FOR[package]:
         assert "Examples" in sections, f"{name}: no Examples"
+    if "Examples" in sections:
         assert ">>> " in "\n".join(sections["Examples"]), f"{name}: Examples without code"
 
 
-@pytest.mark.parametrize(
-    "name", ["collectives.cost_model", "collectives.thresholds", "collectives._quantize"]
-)
-def test_public_constants_have_docstrings(name):
-    module = importlib.import_module(name)
+def _assigned(module):
+    """The top-level statements of ``module`` and the names each assigns."""
     body = ast.parse(inspect.getsource(module)).body
     for at, node in enumerate(body):
-        if not isinstance(node, ast.Assign | ast.AnnAssign):
-            continue
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        for target in targets:
-            if isinstance(target, ast.Name) and re.fullmatch(r"[A-Z][A-Z0-9_]*", target.id):
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [target.id for target in targets if isinstance(target, ast.Name)]
+            yield body, at, names
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_exported_constants_are_checked(package):
+    top = importlib.import_module(package)
+    constants = {
+        name
+        for name in top.__all__
+        if not (inspect.ismodule(obj := getattr(top, name)) or callable(obj))
+    }
+    checked = {
+        name
+        for module in CONSTANT_MODULES[package]
+        for _, _, names in _assigned(importlib.import_module(module))
+        for name in names
+    }
+    assert constants <= checked, f"{package}: {sorted(constants - checked)} are not checked"
+
+
+@pytest.mark.parametrize(
+    "name", [name for package in PACKAGES for name in CONSTANT_MODULES[package]]
+)
+def test_public_constants_have_docstrings(name):
+    for body, at, names in _assigned(importlib.import_module(name)):
+        for target in names:
+            if re.fullmatch(r"[A-Z][A-Z0-9_]*", target):
                 after = body[at + 1] if at + 1 < len(body) else None
                 assert (
                     isinstance(after, ast.Expr)
                     and isinstance(after.value, ast.Constant)
                     and isinstance(after.value.value, str)
-                ), f"{name}.{target.id} has no docstring"
+                ), f"{name}.{target} has no docstring"

@@ -18,7 +18,52 @@ _OPTIONAL = ("nnz", "checksum", "member", "size", "notes")
 
 @dataclass(frozen=True)
 class Dataset:
-    """One catalogue record: a file of the LIBSVM site and what it holds."""
+    """One catalogue record: a file of the LIBSVM site and what it holds.
+
+    :func:`read_catalog` makes these from the ``[[dataset]]`` records of a catalogue, and
+    checks them; made by hand (as in examples) they are taken as they are.
+
+    Parameters
+    ----------
+    name : str
+        The name the dataset is known by (``load(name)``) and of its cache folder: a plain
+        name, without ``/``, ``\\`` or ``..``; ``.t`` marks a test split.
+    task : str
+        ``"binary"`` for now.
+    split : str
+        ``"train"``, ``"test"`` or ``"all"`` (the file is the whole dataset).
+    file : str
+        The file name under the catalogue's ``base_url``, and in the data home's
+        ``downloads/``: a plain name.
+    compression : str
+        ``"none"``, ``"gz"``, ``"bz2"``, ``"xz"`` or ``"tar.xz"``; checked against the
+        file's first bytes.
+    n_samples : int
+        The rows, as published.
+    n_features : int
+        The columns of the converted matrix; a larger index in the file is an error.
+    labels : tuple of int or float
+        The label values in the file; any other label is an error.
+    nnz : int, optional
+        The nonzeros, where known (None, the default, where not).
+    checksum : tuple of str, optional
+        ``(algorithm, hex digest)`` of the file as published, ``algorithm`` being
+        ``"sha256"`` or ``"md5"``; None (the default) where none is published.
+    member : str, optional
+        The path of the data inside a tar.xz archive (or its last part); only with
+        ``compression="tar.xz"``. Default None.
+    size : int, optional
+        The bytes of the download, where known; default None.
+    notes : str, default ""
+        Where the data comes from; other published forms of the file.
+
+    Examples
+    --------
+    >>> from sparcml_apps.datasets import read_catalog
+    >>> a9a = read_catalog()["a9a"]
+    >>> a9a.file, a9a.compression, a9a.n_samples, a9a.n_features, a9a.labels
+    ('a9a', 'none', 32561, 123, (-1, 1))
+    """
 
     name: str
     task: str
@@ -37,7 +82,39 @@ class Dataset:
 
 @dataclass(frozen=True)
 class Catalog:
-    """The records by name, the base URL they are found under, and where they were read."""
+    """The records by name, the base URL they are found under, and where they were read.
+
+    ``catalog[name]`` is the :class:`Dataset` of that name (a KeyError that lists the
+    known names when there is none); iterating gives the records in the catalogue's order.
+
+    Parameters
+    ----------
+    base_url : str
+        The URL the files are found under: a file is fetched from ``base_url/<file>``.
+    datasets : dict
+        The records, :class:`Dataset` by name.
+    source : str
+        Where the catalogue was read from (errors name it).
+
+    See Also
+    --------
+    read_catalog : Read and check a catalogue file.
+
+    Examples
+    --------
+    >>> from sparcml_apps.datasets import Catalog, Dataset
+    >>> tiny = Dataset("tiny", "binary", "all", "tiny.svm", "none", n_samples=2, n_features=3,
+    ...                labels=(-1, 1))
+    >>> catalog = Catalog("https://example.org/libsvm/", {"tiny": tiny}, "an example")
+    >>> catalog["tiny"].n_features
+    3
+    >>> [dataset.name for dataset in catalog]
+    ['tiny']
+    >>> catalog["huge"]
+    Traceback (most recent call last):
+    ...
+    KeyError: "no dataset 'huge' in the catalogue an example; known: tiny"
+    """
 
     base_url: str
     datasets: dict
@@ -57,7 +134,66 @@ class Catalog:
 
 
 def read_catalog(path=None):
-    """Read and check a catalogue: ``path``, or the one shipped with sparcml."""
+    """Read and check a catalogue of datasets, a TOML file of ``[[dataset]]`` records.
+
+    The fields of a record are those of :class:`Dataset`, with ``checksum`` written as
+    ``"sha256:<hex>"`` or ``"md5:<hex>"``; the file also gives the ``base_url``.
+
+    Parameters
+    ----------
+    path : str or path-like, optional
+        The catalogue file; None (the default) reads the one shipped with sparcml, which
+        lists the LIBSVM benchmark files.
+
+    Returns
+    -------
+    Catalog
+        Its records by name.
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no file ``path``.
+    ValueError
+        If the file is not valid TOML, has no ``base_url``, no records, a record with a
+        missing, unknown or invalid field, or two records of one name.
+
+    Examples
+    --------
+    >>> from sparcml_apps.datasets import read_catalog
+    >>> catalog = read_catalog()
+    >>> catalog.base_url
+    'https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary/'
+    >>> catalog["url"].n_samples, catalog["url"].n_features
+    (2396130, 3231961)
+
+    Another catalogue, from a file:
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = Path(folder.name) / "catalog.toml"
+    >>> _ = path.write_text('''
+    ... base_url = "https://example.org/libsvm/"
+    ... [[dataset]]
+    ... name = "tiny"
+    ... task = "binary"
+    ... split = "all"
+    ... file = "tiny.svm.xz"
+    ... compression = "xz"
+    ... n_samples = 2
+    ... n_features = 3
+    ... labels = [-1, 1]
+    ... ''')
+    >>> [dataset.file for dataset in read_catalog(path)]
+    ['tiny.svm.xz']
+    >>> _ = path.write_text(path.read_text().replace('"xz"', '"zip"'))
+    >>> read_catalog(path)
+    Traceback (most recent call last):
+    ...
+    ValueError: .../catalog.toml: dataset #1 (tiny): 'compression' must be one of ...
+    >>> folder.cleanup()
+    """
     if path is None:
         resource = resources.files("sparcml_apps._catalog").joinpath("catalog.toml")
         source, raw = str(resource), resource.read_bytes()

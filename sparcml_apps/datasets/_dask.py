@@ -11,12 +11,52 @@ from ._shards import catalogue_of, shard
 
 
 def from_shards(load, n_chunks, n_features, *, dtype=np.float64, name="shard"):
-    """``(X, y)``: Dask arrays whose chunk ``i`` is ``load(i, n_chunks)``, an ``(X, y)`` pair
-    of a CSR matrix of ``n_features`` columns and its labels.
+    """Dask arrays ``(X, y)`` whose chunk ``i`` is what ``load(i, n_chunks)`` returns.
 
     Nothing is read here: each chunk is made where Dask computes it. The rows of a chunk
     are known only then, so the arrays have chunks of unknown size (``nan``) along rows.
-    ``load`` must be picklable (a module-level function or a ``functools.partial`` of one).
+
+    Parameters
+    ----------
+    load : callable
+        ``load(i, n_chunks)`` returns chunk ``i`` as ``(X, y)``: a scipy CSR matrix of
+        ``n_features`` columns and its float64 labels, a numpy array. It must be picklable
+        (a module-level function or a ``functools.partial`` of one) to run on workers.
+    n_chunks : int
+        The number of chunks, at least 1.
+    n_features : int
+        The number of columns of every chunk.
+    dtype : numpy dtype, default numpy.float64
+        The dtype of the values of ``X``.
+    name : str, default "shard"
+        The prefix of the Dask keys of the chunks, ``name-i-n_chunks``: calls with the
+        same name and chunk count make the same keys, so arrays of different data need
+        different names.
+
+    Returns
+    -------
+    X : dask.array.Array
+        The rows, of ``n_features`` columns, with scipy CSR chunks.
+    y : dask.array.Array
+        The labels, float64.
+
+    Raises
+    ------
+    ValueError
+        If ``n_chunks`` is not a positive integer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from sparcml_apps.datasets import from_shards
+    >>> def load(i, n_chunks):
+    ...     return sp.csr_matrix(np.full((i + 1, 2), i + 1.0)), np.full(i + 1, float(i))
+    >>> X, y = from_shards(load, 3, 2)
+    >>> X.shape
+    (nan, 2)
+    >>> X.compute().toarray().sum(axis=0), y.compute()
+    (array([14., 14.]), array([0., 1., 1., 2., 2., 2.]))
     """
     import dask
     import dask.array as da
@@ -38,14 +78,61 @@ def from_shards(load, n_chunks, n_features, *, dtype=np.float64, name="shard"):
 
 
 def load_dask(name_or_path, *, n_features=None, n_chunks=None, data_home=None, catalog=None):
-    """``(X, y)`` of a dataset as Dask arrays of ``n_chunks`` row chunks, read by the workers.
+    r"""A dataset as Dask arrays ``(X, y)`` of row chunks, read by the workers.
 
     Chunk ``i`` is ``shard(name_or_path, i, n_chunks)`` (see :func:`shard`): a byte range
-    of an uncompressed LIBSVM file (``n_features`` required) or a row range of a CSR cache
-    (a catalogue name is converted on first use, by the workers). This process reads no
-    data, at most a cache's manifest. ``n_chunks`` defaults to the number of workers of
-    the active Dask client. ``X`` has scipy CSR chunks; rows per chunk are unknown (nan)
-    until computed.
+    of an uncompressed LIBSVM file or a row range of a CSR cache (a catalogue name is
+    converted on first use, by the workers). This process reads no data, at most a cache's
+    manifest. The rows of a chunk are unknown (``nan``) until it is computed; errors in
+    reading a chunk (those of :func:`shard`) are raised then.
+
+    Parameters
+    ----------
+    name_or_path : str or path-like
+        An uncompressed LIBSVM file, a CSR cache directory, or the name of a dataset of
+        the catalogue.
+    n_features : int, optional
+        The number of columns: required for a LIBSVM file; None (the default) takes a
+        cache's, or a catalogue dataset's.
+    n_chunks : int, optional
+        The number of chunks; None (the default) means the number of workers of the
+        active Dask client.
+    data_home : str or path-like, optional
+        The data home of a catalogue dataset (see :func:`data_home`); None (the default)
+        means ``$SPARCML_DATA_HOME``, else ``~/sparcml_data``.
+    catalog : Catalog or str or path-like, optional
+        The catalogue of a dataset name: one read already, the path of a TOML file, or
+        None (the default) for the one shipped with sparcml.
+
+    Returns
+    -------
+    X : dask.array.Array
+        The rows, with scipy CSR chunks.
+    y : dask.array.Array
+        The labels, float64.
+
+    Raises
+    ------
+    ValueError
+        If a LIBSVM file is given without ``n_features``, if ``n_chunks`` is None and no
+        Dask client is active, or if ``n_chunks`` is not a positive integer.
+    FileNotFoundError
+        If ``name_or_path`` is neither a file or directory nor a dataset of the catalogue.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from sparcml_apps.datasets import load_dask
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = Path(folder.name) / "rows.svm"
+    >>> _ = path.write_text("+1 1:1\n-1 2:1\n+1 3:1\n-1 1:1 3:1\n")
+    >>> X, y = load_dask(path, n_features=3, n_chunks=2)
+    >>> X.shape, X.numblocks
+    ((nan, 3), (2, 1))
+    >>> X.compute().nnz, y.compute()
+    (5, array([ 1., -1.,  1., -1.]))
+    >>> load_dask("a9a", n_chunks=8)  # doctest: +SKIP
     """
     width = _width(name_or_path, n_features, data_home, catalog)
     if n_chunks is None:

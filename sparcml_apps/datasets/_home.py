@@ -5,12 +5,46 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 HOME_VARIABLE = "SPARCML_DATA_HOME"
+"""The environment variable that names the data home when no ``data_home`` is given."""
 MIRROR_VARIABLE = "SPARCML_DATASETS_MIRROR"
+"""The environment variable whose URL replaces the catalogue's base URL when no ``mirror``
+is given."""
 DEFAULT_HOME = "~/sparcml_data"
+"""The data home when neither ``data_home`` nor ``$SPARCML_DATA_HOME`` names one."""
 
 
 def data_home(data_home=None):
-    """The data home: ``data_home``, else ``$SPARCML_DATA_HOME``, else ``~/sparcml_data``."""
+    """The folder datasets are downloaded to and converted in: the data home.
+
+    It holds ``downloads/`` (the files as downloaded), ``csr/`` (their CSR caches) and
+    ``checksums.json`` (the sha256 recorded for files without a published checksum).
+    Nothing is read or made here.
+
+    Parameters
+    ----------
+    data_home : str or path-like, optional
+        The data home; None (the default) or ``""`` means ``$SPARCML_DATA_HOME``, else
+        ``~/sparcml_data``. A leading ``~`` is expanded.
+
+    Returns
+    -------
+    pathlib.Path
+        The data home.
+
+    Examples
+    --------
+    >>> import os
+    >>> from pathlib import Path
+    >>> from unittest import mock
+    >>> from sparcml_apps.datasets import data_home
+    >>> data_home("/srv/sparcml")
+    PosixPath('/srv/sparcml')
+    >>> data_home("~/data") == Path.home() / "data"
+    True
+    >>> with mock.patch.dict(os.environ, {"SPARCML_DATA_HOME": "/scratch/sparcml"}):
+    ...     data_home()
+    PosixPath('/scratch/sparcml')
+    """
     chosen = data_home or os.environ.get(HOME_VARIABLE) or DEFAULT_HOME
     return Path(chosen).expanduser()
 

@@ -26,9 +26,10 @@ def catalogue_of(name, catalog=None):
 
 
 def shard(name_or_path, rank, size, n_features=None, *, data_home=None, catalog=None):
-    """``(X, y)``: the rows of share ``rank`` of ``size`` of a dataset, in file order.
+    r"""The rows of share ``rank`` of ``size`` of a dataset, in file order, as ``(X, y)``.
 
-    Over ranks 0..size-1 every row comes exactly once, and a rank reads only its own bytes.
+    Over ranks ``0`` to ``size - 1`` every row comes exactly once, and a rank reads only
+    its own bytes. What ``name_or_path`` is decides how the rows are shared:
 
     - A catalogue name: its CSR cache (converted on first use, downloading the file if
       needed; concurrent callers wait for one conversion), split into ``size`` row ranges
@@ -36,12 +37,77 @@ def shard(name_or_path, rank, size, n_features=None, *, data_home=None, catalog=
     - A CSR cache directory: the same.
     - An uncompressed LIBSVM file: the rows whose first byte lies in byte range
       ``[rank * B // size, (rank + 1) * B // size)`` of its ``B`` bytes; ``n_features`` is
-      required, since no rank sees the whole file. Parse errors name the file and the
-      line in it.
+      required, since no rank sees the whole file.
     - A compressed file cannot be split by bytes (a rank would have to decompress all
-      the data before its share): it raises ValueError. Convert it once to a CSR cache
-      (``convert_svmlight``; catalogue datasets: ``convert`` or ``sparcml-datasets
-      convert``) and shard that, or decompress it.
+      the data before its share): convert it once to a CSR cache (:func:`convert_svmlight`;
+      catalogue datasets: :func:`convert` or ``sparcml-datasets convert``) and shard that,
+      or decompress it.
+
+    Parameters
+    ----------
+    name_or_path : str or path-like
+        An uncompressed LIBSVM file, a CSR cache directory, or the name of a dataset of
+        the catalogue (where no file of that name exists).
+    rank : int
+        The share to take, in ``[0, size)``; typically the MPI rank.
+    size : int
+        The number of shares, at least 1; typically the number of MPI ranks.
+    n_features : int, optional
+        The number of columns: required for a LIBSVM file (an index past it is an error);
+        for a cache, it must be the cache's if given. Default None.
+    data_home : str or path-like, optional
+        The data home of a catalogue dataset (see :func:`data_home`); None (the default)
+        means ``$SPARCML_DATA_HOME``, else ``~/sparcml_data``.
+    catalog : Catalog or str or path-like, optional
+        The catalogue of a dataset name: one read already, the path of a TOML file, or
+        None (the default) for the one shipped with sparcml.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix
+        The rows of the share (memory-mapped from a cache).
+    y : numpy.ndarray
+        Their labels, float64 (a memory map from a cache).
+
+    Raises
+    ------
+    ValueError
+        If ``size`` is not a positive integer or ``rank`` not an integer in
+        ``[0, size)``; if the file is compressed, or a LIBSVM file is given without
+        ``n_features``, or ``n_features`` differs from a cache's; if a directory is not
+        a CSR cache.
+    FileNotFoundError
+        If ``name_or_path`` is neither a file or directory nor a dataset of the catalogue.
+    ParseError
+        If a line of the share is malformed; it names the file and the line in it.
+    ChecksumError, ContentError, DataHomeError, DownloadError
+        As :func:`convert` raises them, for a catalogue dataset.
+
+    See Also
+    --------
+    load_dask : The shards as the chunks of Dask arrays.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from sparcml_apps.datasets import convert_svmlight, shard
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = Path(folder.name) / "rows.svm"
+    >>> _ = path.write_text("+1 1:1\n-1 2:1\n+1 3:1\n-1 1:1 3:1\n")
+    >>> for rank in range(3):
+    ...     X, y = shard(path, rank, 3, n_features=3)
+    ...     print(rank, X.shape, y)
+    0 (2, 3) [ 1. -1.]
+    1 (1, 3) [1.]
+    2 (1, 3) [-1.]
+
+    A CSR cache is shared by nonzeros plus rows:
+
+    >>> _ = convert_svmlight(path, Path(folder.name) / "rows.csr")
+    >>> [shard(Path(folder.name) / "rows.csr", rank, 2)[0].nnz for rank in range(2)]
+    [2, 3]
+    >>> folder.cleanup()
     """
     if not (isinstance(size, int | np.integer) and size >= 1):
         raise ValueError(f"size must be a positive integer; got {size!r}")

@@ -21,6 +21,7 @@ POSITIVE = 1 / 3
 LABEL_NOISE = 0.05
 """Default probability that a label is flipped after the planted model set it."""
 PLANTED = ("sparse", "dense")
+"""The planted models :func:`make_url_like` knows (its ``planted``)."""
 GENERATORS = {
     "url-like": {},
     "url-like-dense": {"power_law": 1.8, "planted": "dense", "label_noise": 0.2},
@@ -34,7 +35,8 @@ GENERATORS = {
 (which flatters sparse learners); ``url-like-dense`` a dense model on a steeper power law
 under 20% label noise; ``url-like-flat`` a dense model on 200,000 columns of a flatter
 power law (0.8: 60 a row, the rarest columns in about 24 rows of 400,000) under 10%
-label noise."""
+label noise. ``make_url_like(n_samples, random_state=seed, **GENERATORS[name])`` draws
+one."""
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -188,10 +190,64 @@ def make_url_like(
     classifier beats about 95% accuracy; ``SGDClassifier(loss="log_loss")`` trained for
     5 epochs on 240,000 rows scores about 0.87 on 60,000 others.
 
-    Returns ``(X, y)``: ``X`` a CSR matrix (``dtype`` values, int32 indices where they
-    fit), ``y`` float64 labels in {-1, +1}. The same ``random_state`` (an int, a
-    ``numpy.random.Generator`` or None for fresh entropy) and options give the same data
-    bit for bit.
+    The same ``random_state`` and options give the same data bit for bit; each row depends
+    on its number and the seed only (see :func:`write_url_like`). :data:`GENERATORS`
+    names the variants the benchmarks use.
+
+    Parameters
+    ----------
+    n_samples : int
+        The number of rows, at least 1.
+    n_features : int, default 3231961
+        The number of columns, at least 1 (``url`` has 3,231,961).
+    nnz_per_row : int, default 116
+        The mean nonzeros of a row, at least 1 (``url``: about 116); a row holds at most
+        half the columns.
+    random_state : int or numpy.random.Generator, optional
+        The seed; None (the default) takes fresh entropy.
+    dtype : numpy dtype, default numpy.float64
+        The dtype of the values of ``X``.
+    power_law : float, default 1.1
+        The exponent of column popularity: column ``j`` is drawn with weight
+        ``(j + 1) ** -power_law``; positive, other than 1.
+    planted : {"sparse", "dense"}, default "sparse"
+        The planted model: weights on a quarter of the 10,000 most popular columns, or on
+        every column.
+    label_noise : float, default 0.05
+        The probability that a label is flipped, in [0, 0.5].
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix
+        The rows: ``dtype`` values, sorted int32 indices where they fit (else int64).
+    y : numpy.ndarray
+        The labels, float64, in {-1, +1}.
+
+    Raises
+    ------
+    ValueError
+        If ``n_samples``, ``n_features`` or ``nnz_per_row`` is not a positive integer,
+        ``planted`` is not in :data:`PLANTED`, ``power_law`` is not a positive number
+        other than 1, or ``label_noise`` is not in [0, 0.5].
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparcml_apps.datasets import make_url_like
+    >>> X, y = make_url_like(1000, n_features=5000, nnz_per_row=20, random_state=0)
+    >>> X.shape, X.indices.dtype
+    ((1000, 5000), dtype('int32'))
+    >>> 15 < X.nnz / 1000 < 25
+    True
+    >>> np.unique(y)
+    array([-1.,  1.])
+    >>> X2, y2 = make_url_like(1000, n_features=5000, nnz_per_row=20, random_state=0)
+    >>> (X2 != X).nnz, bool((y2 == y).all())
+    (0, True)
+    >>> make_url_like(10, planted="none")
+    Traceback (most recent call last):
+    ...
+    ValueError: planted must be one of ['sparse', 'dense']; got 'none'
     """
     rows = Rows.of(
         n_samples, n_features, nnz_per_row, random_state, power_law, planted, label_noise

@@ -98,15 +98,76 @@ def write_url_like(
     test_rows=0,
     progress=None,
 ):
-    """Write the rows of ``make_url_like(n_samples, n_features, nnz_per_row,
-    random_state, ...)`` to the LIBSVM file ``path``, never holding more than a block of
-    :data:`BLOCK_ROWS` of them a core: the last ``test_rows`` go to ``test_path`` instead
-    (the labels are those of the whole problem either way).
+    """Write the rows of :func:`make_url_like` to a LIBSVM file, a block at a time.
 
-    Each file is written under a temporary name beside it and renamed into place when
-    complete, so an interrupted run leaves no partial file. ``progress``, if given, is
-    called with ``(rows written, rows in all, seconds so far)`` after every block.
-    Returns the paths written.
+    The rows of ``make_url_like(n_samples, n_features, nnz_per_row, random_state, ...)``
+    are drawn and written never more than a block of :data:`BLOCK_ROWS` of them a core at
+    once, so that a file of any size can be made; the last ``test_rows`` go to
+    ``test_path`` instead (the labels are those of the whole problem either way). Read
+    back, the files give ``make_url_like``'s matrix and labels bit for bit. Each file is
+    written under a temporary name beside it and renamed into place when complete, so an
+    interrupted run leaves no partial file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The LIBSVM file to write (its folder is made where missing).
+    n_samples : int
+        The number of rows in all, at least 1.
+    n_features : int, default 3231961
+        The number of columns, at least 1.
+    nnz_per_row : int, default 116
+        The mean nonzeros of a row, at least 1.
+    random_state : int or numpy.random.Generator, optional
+        The seed; None (the default) takes fresh entropy.
+    power_law : float, default 1.1
+        The exponent of column popularity, as in :func:`make_url_like`.
+    planted : {"sparse", "dense"}, default "sparse"
+        The planted model, as in :func:`make_url_like`.
+    label_noise : float, default 0.05
+        The probability that a label is flipped, in [0, 0.5].
+    test_path : str or path-like, optional
+        The LIBSVM file for the last ``test_rows`` rows; required when ``test_rows`` is
+        not 0. Default None.
+    test_rows : int, default 0
+        The number of rows, the last ones, that go to ``test_path``, in
+        ``[0, n_samples)``.
+    progress : callable, optional
+        Called with ``(rows written, rows in all, seconds so far)`` after every block;
+        default None.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written: ``path``, then ``test_path`` where ``test_rows`` is not 0.
+
+    Raises
+    ------
+    ValueError
+        If an argument of :func:`make_url_like` is out of its range, ``test_rows`` is not
+        an integer in ``[0, n_samples)``, or ``test_rows`` is given without
+        ``test_path``.
+    OSError
+        If a file cannot be written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from sparcml_apps.datasets import load_svmlight, make_url_like, write_url_like
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> train, test = write_url_like(
+    ...     Path(folder.name) / "train.svm", 5, n_features=50, nnz_per_row=3, random_state=0,
+    ...     test_path=Path(folder.name) / "test.svm", test_rows=2)
+    >>> print(train.read_text(), end="")
+    -1 ...
+    +1 ...
+    -1 ...
+    >>> X, y = make_url_like(5, n_features=50, nnz_per_row=3, random_state=0)
+    >>> X_test, y_test = load_svmlight(test, n_features=50)
+    >>> (X_test != X[3:]).nnz, bool((y_test == y[3:]).all())
+    (0, True)
+    >>> folder.cleanup()
     """
     rows = Rows.of(n_samples, n_features, nnz_per_row, random_state, power_law, planted,
                    label_noise)  # fmt: skip
