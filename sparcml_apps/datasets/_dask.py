@@ -47,7 +47,7 @@ def load_dask(name_or_path, *, n_features=None, n_chunks=None, data_home=None, c
     the active Dask client. ``X`` has scipy CSR chunks; rows per chunk are unknown (nan)
     until computed.
     """
-    width = _width(name_or_path, n_features, data_home, catalog)
+    width = column_count(name_or_path, n_features, data_home, catalog)
     if n_chunks is None:
         n_chunks = _n_workers()
     load = partial(
@@ -61,7 +61,7 @@ def _shard(name_or_path, rank, size, n_features, data_home, catalog):
     return X, np.asarray(y)
 
 
-def _width(name_or_path, n_features, data_home, catalog):
+def column_count(name_or_path, n_features, data_home, catalog):
     """The column count, from ``n_features``, a cache's manifest or the catalogue."""
     path = Path(name_or_path)
     if is_cache(path):
