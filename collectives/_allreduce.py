@@ -546,8 +546,7 @@ def allgather(vec, comm=None, *, stats=None):
         array (its nonzero entries are sent, as :meth:`SparseVector.from_dense` finds them).
         Every rank passes one of the same size and dtype.
     comm : mpi4py.MPI.Intracomm, optional
-        The communicator; None (the default) means ``MPI.COMM_WORLD``. Every rank of it
-        calls.
+        The communicator; None (the default) means ``MPI.COMM_WORLD``. Every rank of it calls.
     stats : Stats, optional
         Accumulates the call's traffic and time, as algorithm ``"allgather"``.
 

@@ -15,13 +15,13 @@ from testdata import LIBSVM, needs_a9a
 
 from collectives import ALGORITHMS, cost_model
 from sparcml_apps import SparseSGDClassifier
+from sparcml_apps.backends.pool import row_blocks
 from sparcml_apps.bench import BENCHMARKS
 from sparcml_apps.bench._peer_systems import SYSTEMS
-from sparcml_apps.bench.jobs import STAGES
+from sparcml_apps.bench.n_jobs import STAGES
 from sparcml_apps.cli.main import build_parser
+from sparcml_apps.cli.train import estimator
 from sparcml_apps.datasets import GENERATORS, load_cache, make_url_like
-from sparcml_apps.jobs import row_blocks
-from sparcml_apps.train import estimator
 
 pytest.importorskip("matplotlib", reason="the plots need the bench extra")
 TIMEOUT = 600

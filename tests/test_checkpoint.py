@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from sparcml_apps import checkpoint
-from sparcml_apps.checkpoint import CheckpointWarning, check_compatible, latest, save
+from sparcml_apps.training import checkpoint
+from sparcml_apps.training.checkpoint import CheckpointWarning, check_compatible, latest, save
 
 SELF = MPI.COMM_SELF
 
@@ -106,7 +106,7 @@ KILLED = textwrap.dedent(
     import os, signal, sys
     import numpy as np
     from mpi4py import MPI
-    from sparcml_apps.checkpoint import save
+    from sparcml_apps.training.checkpoint import save
 
     directory, call, when = sys.argv[1], sys.argv[2], int(sys.argv[3])
     save(directory, {"w": np.arange(10.0)}, {"epoch": 1}, MPI.COMM_SELF)

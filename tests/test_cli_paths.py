@@ -57,8 +57,9 @@ def test_sparcml_path_options_fail_before_any_work(capsys, monkeypatch, places, 
     def no_work(*args, **kwargs):
         raise AssertionError("work started")
 
-    from sparcml_apps import _mpiexec, netem, train
-    from sparcml_apps.bench import scaling
+    from sparcml_apps import _mpiexec
+    from sparcml_apps.bench import netem, scaling
+    from sparcml_apps.cli import train
 
     for module, function in ((train, "run_spmd"), (train, "run_dask"), (_mpiexec, "run"),
                              (netem, "run_module"), (scaling, "run_cell")):  # fmt: skip

@@ -277,7 +277,7 @@ def test_cache_written_in_blocks_while_parsing_and_failing_whole(
             assert len(starts) == len(blocks)
             assert len(syncs) == (len(blocks) if system == "refused" else 0)
     # the disk fills up in the writing thread: the caller gets the error, nothing is left
-    write = _cache._NpyWriter._write
+    write = _cache.NpyWriter._write
     threads = []
 
     def full(self, block, nbytes, offset):
@@ -286,7 +286,7 @@ def test_cache_written_in_blocks_while_parsing_and_failing_whole(
             raise OSError(28, "No space left on device")
         write(self, block, nbytes, offset)
 
-    monkeypatch.setattr(_cache._NpyWriter, "_write", full)
+    monkeypatch.setattr(_cache.NpyWriter, "_write", full)
     with open(path, "rb") as f, pytest.raises(OSError, match="No space left on device"):
         pieces = iter_pieces(f, str(path), n_features=5000, chunk_bytes=4096)
         write_cache(pieces, tmp_path / "d", n_features=5000)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from collectives import SparseVector
-from sparcml_apps import diagnostics
+from sparcml_apps.training import diagnostics
 
 
 def test_topk_keeps_the_largest_magnitudes_in_index_order():

@@ -14,6 +14,7 @@ from testdata import LIBSVM, needs_a9a
 
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
 from sparcml_apps.datasets import make_url_like
+from sparcml_apps.estimators import FitTask
 
 SEEDS = range(10)
 
@@ -337,10 +338,10 @@ def test_the_plain_fitted_state_goes_on_training_alike(options):
     X, y = make_url_like(3000, 5000, random_state=0)
     common = {"random_state": 0, "max_iter": 2, "tol": None, **options}
     model = SparseSGDClassifier(**common).fit(X, y)
-    state = model._fitted_state(plain=True)
+    state = FitTask(model, "fit", {}).fitted_state(plain=True)
     assert all(isinstance(v, np.ndarray) for v in state["_weights"].values())
     copy = SparseSGDClassifier(**common)
-    copy._adopt(pickle.loads(pickle.dumps(state)))
+    FitTask(copy, "fit", {}).take(pickle.loads(pickle.dumps(state)))
     assert copy.coef_.tobytes() == model.coef_.tobytes()
     for estimator in (model, copy):
         estimator.partial_fit(X, y)

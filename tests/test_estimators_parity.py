@@ -22,7 +22,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from testdata import LIBSVM, needs_a9a
 
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
-from sparcml_apps import kernels as K
+from sparcml_apps.training import kernels
 
 PAIRS = {"classifier": (SGDClassifier, SparseSGDClassifier),
          "regressor": (SGDRegressor, SparseSGDRegressor)}  # fmt: skip
@@ -181,13 +181,13 @@ def scikit_learns_loss(loss):
     return of_arrays
 
 
-@pytest.mark.parametrize("loss", sorted(K.LOSSES))
+@pytest.mark.parametrize("loss", sorted(kernels.LOSSES))
 def test_every_loss_and_slope_is_scikit_learns(loss):
     reference = scikit_learns_loss(loss)
     classification = loss not in SGDRegressor.loss_functions
     for p in np.linspace(-3, 3, 61):
         for y in (-1.0, 1.0) if classification else (-1.0, 1.0, 0.4, 2.5):
-            value, slope = K.loss_and_slope(K.LOSSES[loss], p, y, 0.3)
+            value, slope = kernels.loss_and_slope(kernels.LOSSES[loss], p, y, 0.3)
             want_value, want_slope = reference(p, y)
             assert value == pytest.approx(want_value, rel=1e-12, abs=1e-12), (p, y)
             assert slope == pytest.approx(want_slope, rel=1e-12, abs=1e-12), (p, y)

@@ -8,7 +8,8 @@ import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from sparcml_apps import holdout, training
+from sparcml_apps import training
+from sparcml_apps.training import holdout
 
 
 def rows(classifier, seed=0):

@@ -1,4 +1,4 @@
-"""Fits on ``n_jobs`` worker processes (:mod:`sparcml_apps.jobs`): the model of
+"""Fits on ``n_jobs`` worker processes (:mod:`sparcml_apps.backends.pool`): the model of
 ``mpiexec -n N`` on the same rows, bit for bit, and a caller that outlives its workers.
 How a pool lives (kept, closed, reached) is in test_jobs_pool.py."""
 
@@ -33,6 +33,7 @@ from testdata import url_like
 
 import collectives
 from sparcml_apps import SparseSGDClassifier, jobs
+from sparcml_apps.backends.pool import limits
 
 pytestmark = pytest.mark.usefixtures("compiled_kernels", "no_pools")
 
@@ -223,7 +224,7 @@ def test_a_worker_that_crashes(tmp_path):
 
 
 def test_a_worker_that_stops_responding(tmp_path, monkeypatch):
-    monkeypatch.setattr(jobs, "SILENCE_SECONDS", 4.0)  # three missed heartbeats, not nine
+    monkeypatch.setattr(limits, "SILENCE_SECONDS", 4.0)  # three missed heartbeats, not nine
     error, pids, seconds = paused_fit(tmp_path, lambda pids: os.kill(pids[1], signal.SIGSTOP))
     assert seconds < 30
     assert f"rank 1 failed: its worker process (pid {pids[1]}) sent no heartbeat for" in str(error)
@@ -307,7 +308,7 @@ def test_a_worker_that_exits():
 
 
 def test_workers_that_cannot_start(monkeypatch):
-    monkeypatch.setattr(jobs, "WORKER", "sparcml_apps._no_such_module")
+    monkeypatch.setattr(limits, "WORKER", "sparcml_apps._no_such_module")
     X, y = make_classification(n_samples=100, n_features=5, random_state=0)
     with pytest.raises(RuntimeError) as raised:
         SparseSGDClassifier(n_jobs=2).fit(X, y)

@@ -1,4 +1,4 @@
-"""How a pool of ``n_jobs`` workers lives (:mod:`sparcml_apps.jobs`): kept across fits,
+"""How a pool of ``n_jobs`` workers lives (:mod:`sparcml_apps.backends.pool`): kept across fits,
 closed on demand, when idle, at exit and after a failure; reached by its user only; and
 checks that raise here, as a fit in this process raises them."""
 
@@ -25,7 +25,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, cross_val_score
 
 import collectives
-from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor, _wire, jobs
+from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor, jobs
+from sparcml_apps.backends.pool import _wire, limits
 
 pytestmark = pytest.mark.usefixtures("compiled_kernels", "no_pools")
 
@@ -117,12 +118,12 @@ def test_a_pool_closed_as_it_starts_leaves_nothing_at_once():
     begin = time.monotonic()
     with jobs.pool(2):
         time.sleep(0.5)  # the workers load
-    assert time.monotonic() - begin < 0.5 + jobs.GRACE_SECONDS / 2
+    assert time.monotonic() - begin < 0.5 + limits.GRACE_SECONDS / 2
     assert not descendants(os.getpid())
 
 
 def test_an_idle_pool_closes(monkeypatch):
-    monkeypatch.setattr(jobs, "IDLE_SECONDS", 1.0)
+    monkeypatch.setattr(limits, "IDLE_SECONDS", 1.0)
     X, y = data(300)
     small().fit(X, y)
     pids = jobs.pool(2).pids
@@ -170,7 +171,7 @@ def test_a_worker_killed_while_idle_is_replaced(caplog):
     shared = mapped_shm(pids.values())
     os.kill(pids[1], signal.SIGKILL)
     assert wait_until(lambda: ended(pids[1]))  # (unreaped: mpiexec waits for the others)
-    with caplog.at_level(logging.WARNING, logger="sparcml_apps.jobs"):
+    with caplog.at_level(logging.WARNING, logger="sparcml_apps.backends.pool"):
         assert digest(small().fit(X, y)) == expected
     assert "the 2 workers of a pool had ended; starting new ones" in caplog.text
     assert not any(exists(pid) for pid in pids.values())

@@ -94,7 +94,7 @@ def expected_changes(v, agreed, intercept, agreed_intercept):
 @settings(max_examples=100, deadline=None)
 @given(copies(), st.data())
 def test_changes_counts_them_and_writes_them_when_they_fit(model, data):
-    from sparcml_apps.kernels import changes
+    from sparcml_apps.training.exchange_kernels import changes
 
     idx, val = expected_changes(*model)
     room = data.draw(st.integers(0, idx.size + 2))
@@ -111,7 +111,7 @@ def test_changes_counts_them_and_writes_them_when_they_fit(model, data):
 @settings(max_examples=100, deadline=None)
 @given(copies(), st.randoms(use_true_random=False))
 def test_changes_from_a_list_of_touched_weights(model, random):
-    from sparcml_apps.kernels import changes
+    from sparcml_apps.training.exchange_kernels import changes
 
     v = model[0]
     idx, val = expected_changes(*model)
@@ -132,18 +132,18 @@ def test_changes_from_a_list_of_touched_weights(model, random):
 @settings(max_examples=100, deadline=None)
 @given(copies(), st.data())
 def test_adopting_the_changed_and_summed_weights_is_adopting_all(model, data):
-    from sparcml_apps import kernels as K
+    from sparcml_apps.training import exchange_kernels, kernels
 
     v, agreed = model[0], model[1].copy()
     own = np.flatnonzero(v != agreed).astype(np.uint32)
     summed = np.array(sorted(data.draw(st.sets(st.integers(0, v.size + 1)))), np.uint32)
     agreed[summed[summed < v.size]] += 0.5  # the sum added (intercepts at the end)
-    state = np.zeros(K.N_STATE)
-    state[K.AVERAGE_SUM] = 3.0
+    state = np.zeros(kernels.N_STATE)
+    state[kernels.AVERAGE_SUM] = 3.0
     offsets = np.arange(v.size, dtype=float)
     by_pass = v.copy(), offsets.copy()
-    K.adopt(by_pass[0], agreed, by_pass[1], state)
-    K.adopt_listed(v, agreed, offsets, state, own, own.size, summed)
+    exchange_kernels.adopt(by_pass[0], agreed, by_pass[1], state)
+    exchange_kernels.adopt_listed(v, agreed, offsets, state, own, own.size, summed)
     np.testing.assert_array_equal(v, agreed)
     np.testing.assert_array_equal(v, by_pass[0])
     np.testing.assert_array_equal(offsets, by_pass[1])

@@ -7,8 +7,10 @@ import os
 import numpy as np
 import pytest
 
-from sparcml_apps import SparseSGDClassifier, cgroups, memory
+from sparcml_apps import SparseSGDClassifier
+from sparcml_apps.bench import cgroups
 from sparcml_apps.datasets import convert_svmlight, load_cache, write_url_like
+from sparcml_apps.training import memory
 
 
 def test_epoch_order_is_a_permutation_of_shuffled_windows_of_blocks():
@@ -61,7 +63,7 @@ def test_out_of_core_fit_reruns_bit_for_bit_and_learns_as_well(tmp_path, monkeyp
     def fit():
         return SparseSGDClassifier(max_iter=4, tol=None, random_state=1).fit(X, y)
 
-    with caplog.at_level(logging.INFO, logger="sparcml_apps.memory"):
+    with caplog.at_level(logging.INFO, logger="sparcml_apps.training.memory"):
         inside = fit()
     assert "trained in memory" in caplog.text
     caplog.clear()
@@ -72,7 +74,7 @@ def test_out_of_core_fit_reruns_bit_for_bit_and_learns_as_well(tmp_path, monkeyp
     monkeypatch.setenv(memory.LIMIT_VARIABLE, str(limit))
     held = memory.csr_bytes(X)
     expected_rows = int(room * memory.WINDOW_SHARE / memory.WINDOW_BLOCKS / (held / 10_000))
-    with caplog.at_level(logging.INFO, logger="sparcml_apps.memory"):
+    with caplog.at_level(logging.INFO, logger="sparcml_apps.training.memory"):
         first = fit()
     assert f"trained out of core, windows of 8 blocks of {expected_rows} rows" in caplog.text
     second = fit()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sparcml_apps import netem
+from sparcml_apps.bench import netem
 
 SCRIPT = Path(__file__).parent / "mpi" / "measure_bandwidth.py"
 needs_root = pytest.mark.skipif(netem.unavailable() is not None, reason=str(netem.unavailable()))
@@ -56,7 +56,7 @@ def test_namespaces_are_removed_when_the_run_fails():
 
 HOLD = """
 import time
-from sparcml_apps import netem
+from sparcml_apps.bench import netem
 with netem.EmulatedNetwork(2, "1gbit"):
     print("ready", flush=True)
     time.sleep(60)

@@ -22,7 +22,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
-from sparcml_apps.options import REGRESSION_LOSSES
+from sparcml_apps.estimators.options import REGRESSION_LOSSES
 
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 

@@ -14,14 +14,10 @@ import pytest
 from mpirun import run_mpi
 from testdata import url_like
 
-from sparcml_apps import (
-    SparseSGDClassifier,
-    SparseSGDRegressor,
-    checkpoint,
-    estimators,
-    training,
-)
-from sparcml_apps.checkpoint import CheckpointWarning
+from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
+from sparcml_apps.estimators import _base
+from sparcml_apps.training import checkpoint, loop
+from sparcml_apps.training.checkpoint import CheckpointWarning
 
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 
@@ -67,7 +63,7 @@ def test_a_fit_stopped_in_epoch_3_resumes_to_the_same_model(
     data, tmp_path, monkeypatch, options, seconds
 ):
     X, y = data
-    monkeypatch.setattr(training, "PAUSE_STEPS", 500)  # one rank alone pauses every 500 steps
+    monkeypatch.setattr(loop, "PAUSE_STEPS", 500)  # one rank alone pauses every 500 steps
     common = dict(random_state=0, max_iter=5, **options)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -92,8 +88,8 @@ def test_a_fit_stopping_on_held_out_rows_resumes_to_the_same_epoch(
     # early_stopping="auto" on 3,000 rows: the decisions pair the held-out rows' scores
     # with the best model's, which the checkpoint carries
     X, y = data
-    monkeypatch.setattr(estimators, "EARLY_STOPPING_ROWS", 1000)
-    monkeypatch.setattr(training, "PAUSE_STEPS", 500)
+    monkeypatch.setattr(_base, "EARLY_STOPPING_ROWS", 1000)
+    monkeypatch.setattr(loop, "PAUSE_STEPS", 500)
     common = dict(random_state=0, max_iter=40, n_iter_no_change=3, loss="log_loss")
     never = SparseSGDClassifier(**common).fit(X, y)
     assert 4 < never.n_iter_ < 40

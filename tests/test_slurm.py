@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from mpirun import MPI_ENV
 
 from sparcml_apps.cli.main import build_parser
-from sparcml_apps.train import sources
+from sparcml_apps.cli.train import sources
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "deploy" / "slurm"

@@ -4,8 +4,8 @@ the growth of the columns extrapolated past the rows measured, and the sums it m
 import numpy as np
 import pytest
 
-from sparcml_apps import exchange
-from sparcml_apps.bench import _time_to_target as T
+from sparcml_apps.bench import _time_to_target as time_to_target
+from sparcml_apps.training import exchange
 
 pytestmark = pytest.mark.usefixtures("compiled_kernels")
 
@@ -29,13 +29,13 @@ def test_epochs_to_target_interpolate_the_mean_curve():
             summary(2, [0.90, 0.91, 0.92], 0.85, dataset="a9a"),  # other data
         ]
     }
-    found = T.epochs_to_target(scaling)
+    found = time_to_target.epochs_to_target(scaling)
     assert found == pytest.approx({1: 1 + 5 / 6, 2: 2.0, 4: 0.85 / 0.86})
 
 
 def test_columns_extrapolated_from_fewer_rows_are_near_those_measured():
-    _, n_features, nnz_per_row = T.SHAPES["url"]
-    X, _, lengths, columns = T.growth(n_features, nnz_per_row, nonzeros=3_000_000)
+    _, n_features, nnz_per_row = time_to_target.SHAPES["url"]
+    X, _, lengths, columns = time_to_target.growth(n_features, nnz_per_row, nonzeros=3_000_000)
     assert columns[-1] == np.unique(X.indices).size  # every row of a random order
     # from the rows up to a quarter of them, the last two doublings: within 10%
     predicted = exchange.columns_of(lengths[:-2], columns[:-2], lengths[-1], n_features)
@@ -49,7 +49,9 @@ def test_an_epoch_is_its_steps_and_its_exchanges():
     measured = lengths, columns, 2e-8
     constants = {"alpha": 1e-5, "beta": 1e-9, "gamma": 3e-9}
     shape = (64_000, 1_000_000, 100)
-    records = T.project(shape, measured, constants, [1, 2, 4, 8], epochs={1: 2.0, 2: 2.5})
+    records = time_to_target.project(
+        shape, measured, constants, [1, 2, 4, 8], epochs={1: 2.0, 2: 2.5}
+    )
     one, *more = records
     assert (one["local_steps"], one["exchanges_per_epoch"], one["mb_sent_per_epoch"]) == (0, 0, 0)
     assert one["exchange_seconds"] == 0 and one["speedup"] == 1

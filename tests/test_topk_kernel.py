@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparcml_apps import kernels as K
+from sparcml_apps.training import exchange_kernels
 
 
 @settings(max_examples=60, deadline=None)
@@ -19,7 +19,7 @@ def test_kth_largest_is_the_sorted_value(n, k_fraction, levels, seed):
     rng = np.random.default_rng(seed)
     values = rng.integers(0, levels, n).astype(float) if levels else rng.standard_normal(n)
     k = 1 + int(k_fraction * (n - 1))
-    assert K.kth_largest(values, k) == np.sort(values)[::-1][k - 1]
+    assert exchange_kernels.kth_largest(values, k) == np.sort(values)[::-1][k - 1]
 
 
 @settings(max_examples=40, deadline=None)
@@ -41,7 +41,7 @@ def test_topk_takes_the_largest_and_keeps_the_rest(size, steps, k, keep_rest, se
         idx = np.sort(rng.choice(size, rng.integers(0, min(size, 500) + 1), replace=False))
         val = rng.integers(-4, 5, idx.size).astype(float)  # small integers: ties, zeros
         out_idx, out_val = np.empty(k + idx.size, np.int64), np.empty(k + idx.size)
-        taken, n_support = K.topk(
+        taken, n_support = exchange_kernels.topk(
             idx, val, k, residual, in_support, support, n_support, keep_rest, out_idx, out_val
         )
         expected[idx] += val

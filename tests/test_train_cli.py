@@ -17,7 +17,7 @@ from testdata import LIBSVM, needs_a9a
 
 from sparcml_apps.bench import BENCHMARKS
 from sparcml_apps.cli.main import build_parser, main
-from sparcml_apps.train import Source, _traffic, print_row, versus
+from sparcml_apps.cli.train import Source, _traffic, print_row, versus
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -169,7 +169,8 @@ def test_options_are_checked_before_any_work(capsys, monkeypatch, arguments, err
     def no_work(*args, **kwargs):
         raise AssertionError("work started")
 
-    from sparcml_apps import _mpiexec, train
+    from sparcml_apps import _mpiexec
+    from sparcml_apps.cli import train
 
     for module, function in ((train, "run_spmd"), (train, "run_dask"), (_mpiexec, "run")):
         monkeypatch.setattr(module, function, no_work)

@@ -9,7 +9,8 @@ import scipy.sparse as sp
 from local_sgd_reference import reference_fit, sparse_problem
 from sklearn.datasets import make_classification
 
-from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor, exchange
+from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
+from sparcml_apps.training import exchange
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The socket between a pool's caller and its workers (:mod:`sparcml_apps._wire`): the
+"""The socket between a pool's caller and its workers (:mod:`sparcml_apps.backends.pool._wire`): the
 handshake, and arrays that travel in sealed shared memory, not through the socket."""
 
 import mmap
@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from sparcml_apps import _wire
+from sparcml_apps.backends.pool import _wire
 
 KEY = bytes(range(32))
 

@@ -25,7 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier
 
 from sparcml_apps import SparseSGDClassifier
-from sparcml_apps.jobs import row_blocks
+from sparcml_apps.backends.pool import row_blocks
 
 
 def load_block(stem, rank, size):

@@ -5,7 +5,7 @@ For each shape: url-like rows of its width and nonzeros a row are generated, and
 are measured how the distinct columns grow with the rows (the entries of a rank's
 changes) and the seconds of an epoch's steps per nonzero on one rank, with default
 options. On P ranks, each of ``rows / P`` rows, the period between exchanges is the one
-``local_steps="auto"`` picks (:func:`sparcml_apps.exchange.auto_period`), and an
+``local_steps="auto"`` picks (:func:`sparcml_apps.training.exchange.auto_period`), and an
 exchange costs what the same cost model expects of it: finding the changes, the cheapest
 allreduce with the given network constants, adding the mean; the allreduce's unions of
 the ranks' changes are those measured (the columns of the rows of every rank taking
@@ -18,9 +18,9 @@ from dataclasses import replace
 import numpy as np
 
 from sparcml_apps import SparseSGDClassifier
-from sparcml_apps import exchange as E
-from sparcml_apps import kernels as K
 from sparcml_apps.datasets import make_url_like
+from sparcml_apps.training import exchange_kernels
+from sparcml_apps.training.exchange import Costs, auto_period, columns_of
 
 SHAPES = {
     # rows, columns and mean nonzeros a row, from the LIBSVM datasets page
@@ -40,7 +40,7 @@ def growth(n_features, nnz_per_row, nonzeros=MEASURED_NONZEROS, seed=0):
     X, y = make_url_like(rows, n_features, nnz_per_row, random_state=seed)
     order = np.random.default_rng(seed).permutation(rows).astype(np.int64)
     lengths = 1 << np.arange(rows.bit_length(), dtype=np.int64)
-    columns, _ = K.union_growth(X.indptr, X.indices, order, lengths, n_features)
+    columns, _ = exchange_kernels.union_growth(X.indptr, X.indices, order, lengths, n_features)
     return X, y, lengths, columns
 
 
@@ -84,22 +84,22 @@ def project(shape, measured, constants, nprocs_list, epochs=None, cores=None, it
     records = []
     for nprocs in nprocs_list:
         steps = rows // nprocs  # one row a step, the default batch_size
-        costs = E.Costs(
+        costs = Costs(
             size=n_features + 1, n_out=1, n_weights=n_features, nprocs=nprocs, itemsize=itemsize,
             index_itemsize=4, constants=constants,
         )  # fmt: skip
         period = entries = exchange = sent = 0
         if nprocs > 1:
             span = [min(steps, 1 << i) for i in range(64)]
-            grown = [E.columns_of(lengths, columns, n, n_features) for n in span]
-            period = E.auto_period(costs, grown, [n * nnz_per_row for n in span], steps)
-            period_columns = E.columns_of(lengths, columns, period, n_features)
+            grown = [columns_of(lengths, columns, n, n_features) for n in span]
+            period = auto_period(costs, grown, [n * nnz_per_row for n in span], steps)
+            period_columns = columns_of(lengths, columns, period, n_features)
             entries = period_columns + 1  # and the intercept
             # the ranks' rows are more rows: the union of their changes grows as measured
             costs = replace(
                 costs,
                 union=lambda count, period=period: (
-                    1 + E.columns_of(lengths, columns, count * period, n_features)
+                    1 + columns_of(lengths, columns, count * period, n_features)
                 ),
             )
             exchange = costs.exchange(period_columns, period * nnz_per_row)

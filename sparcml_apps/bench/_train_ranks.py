@@ -20,8 +20,8 @@ from mpi4py import MPI
 from sklearn.linear_model import SGDClassifier
 
 from sparcml_apps import SparseSGDClassifier
-from sparcml_apps.jobs import row_blocks
-from sparcml_apps.train import Source
+from sparcml_apps.backends.pool import row_blocks
+from sparcml_apps.datasets import Source
 
 
 def margin_loss(loss, margins):

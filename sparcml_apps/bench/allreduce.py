@@ -5,14 +5,14 @@ over rounds that run every algorithm in turn), the time the cost model predicts,
 per rank (largest over ranks) and what the alpha-beta model predicts, and the
 speedup over MPI ``Allreduce`` of the already-dense vector. Prints a table, how often
 ``auto`` came within 10% of the fastest fixed algorithm, and writes JSON. With ``--rate``,
-the ranks talk over emulated links of that rate (:mod:`sparcml_apps.netem`; root only).
+the ranks talk over emulated links of that rate (:mod:`sparcml_apps.bench.netem`; root only).
 """
 
 import json
 
 from collectives import ALGORITHMS
 
-from .. import netem
+from . import netem
 from ._output import add_out_argument, apply_quick, draw, write
 
 QUICK = {"sizes": [2**16], "densities": [0.001, 0.01], "nprocs": [2], "repeat": 3}

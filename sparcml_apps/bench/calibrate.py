@@ -11,8 +11,8 @@ import json
 
 from collectives import cost_model
 
-from .. import netem
 from .._paths import option, writable_file
+from . import netem
 
 MODULE = "sparcml_apps.bench._calibrate_ranks"
 

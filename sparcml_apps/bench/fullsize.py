@@ -11,7 +11,7 @@ of the training cache, and ``sparcml train`` on 1 and 2 ranks, default options, 
 (seconds an epoch, rows a second a rank, test accuracy, each rank's peak memory against
 its shard's CSR bytes plus 4 times the model's bytes plus 500 MB). Where memory cgroups
 can be made (root, cgroup v1), 1 rank trains again within a memory limit of half its
-rows' bytes: out of core (:mod:`sparcml_apps.memory`).
+rows' bytes: out of core (:mod:`sparcml_apps.training.memory`).
 """
 
 import json
@@ -24,9 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _mpiexec, cgroups, memory
+from .. import _mpiexec
 from ..datasets import shard, write_url_like
-from ..datasets._cache import BLOCK_BYTES, _NpyWriter
+from ..datasets._cache import BLOCK_BYTES, NpyWriter
+from ..training import memory
+from . import cgroups
 from ._output import add_dir_argument, add_out_argument, apply_quick, draw, in_folder, write
 
 URL = {"rows": 2_396_130, "features": 3_231_961, "nnz_per_row": 116}
@@ -173,7 +175,7 @@ def disk_rate(folder, megabytes=1024):
     block = np.zeros(BLOCK_BYTES, np.uint8)
     path = Path(folder) / ".disk-rate"
     begun = time.perf_counter()
-    with _NpyWriter(path, np.uint8) as file:
+    with NpyWriter(path, np.uint8) as file:
         for _ in range(megabytes * (1 << 20) // block.size):
             file.append(block)
     seconds = time.perf_counter() - begun

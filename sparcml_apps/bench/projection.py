@@ -17,7 +17,7 @@ import os
 from collectives import ALGORITHMS, cost_model
 
 from .._paths import option, readable_file
-from . import _time_to_target as T
+from . import _time_to_target as time_to_target
 from ._output import add_out_argument, apply_quick, draw, write
 
 # columns and mean nonzeros a row, from the LIBSVM datasets page
@@ -57,9 +57,9 @@ def add_arguments(parser):
     parser.add_argument(
         "--measured-nonzeros",
         type=int,
-        default=T.MEASURED_NONZEROS,
+        default=time_to_target.MEASURED_NONZEROS,
         help="nonzeros of the rows generated for each shape to measure the growth of the "
-        f"columns and the seconds of a step (default: {T.MEASURED_NONZEROS})",
+        f"columns and the seconds of a step (default: {time_to_target.MEASURED_NONZEROS})",
     )
     add_out_argument(parser)
     parser.add_argument("--quick", action="store_true", help="fewer rows measured")
@@ -139,19 +139,21 @@ def targets(args):
     what the scaling benchmark measured."""
     scaling_path = args.scaling or args.out / "scaling.json"
     scaling = json.loads(scaling_path.read_text()) if scaling_path.is_file() else None
-    epochs = T.epochs_to_target(scaling) if scaling else {}
+    epochs = time_to_target.epochs_to_target(scaling) if scaling else {}
     nprocs_list = [1 << i for i in range(args.max_nprocs.bit_length())]
     records, measured = [], {}
-    for shape, (_, n_features, nnz_per_row) in T.SHAPES.items():
-        X, y, lengths, columns = T.growth(n_features, nnz_per_row, args.measured_nonzeros)
-        measured[shape] = lengths, columns, T.step_seconds(X, y)
+    for shape, (_, n_features, nnz_per_row) in time_to_target.SHAPES.items():
+        X, y, lengths, columns = time_to_target.growth(
+            n_features, nnz_per_row, args.measured_nonzeros
+        )
+        measured[shape] = lengths, columns, time_to_target.step_seconds(X, y)
         print(
             f"{shape}: {X.shape[0]} rows measured, {measured[shape][2] * 1e9:.1f} ns a "
             f"nonzero, {columns[-1]} columns in them",
             flush=True,
         )
         for network, constants in networks(args).items():
-            for r in T.project(shape, measured[shape], constants, nprocs_list, epochs):
+            for r in time_to_target.project(shape, measured[shape], constants, nprocs_list, epochs):
                 records.append({"network": network, **r})
     return records, checks(scaling, measured["url"], args), epochs
 
@@ -170,8 +172,10 @@ def checks(scaling, measured, args):
         rows = next(r["rows"] for r in scaling["records"] if r["dataset"] == "url-like")
         beta = 8 / names[s["network"]]
         constants = {"alpha": args.alpha, "beta": beta, "gamma": args.gamma}
-        shape = (rows, T.SHAPES["url"][1], T.SHAPES["url"][2])
-        (r,) = T.project(shape, measured, constants, [s["nprocs"]], cores=os.cpu_count())
+        shape = (rows, time_to_target.SHAPES["url"][1], time_to_target.SHAPES["url"][2])
+        (r,) = time_to_target.project(
+            shape, measured, constants, [s["nprocs"]], cores=os.cpu_count()
+        )
         out.append({
             "network": s["network"], "nprocs": s["nprocs"], "rows": rows,
             "predicted_epoch_seconds": r["epoch_seconds"],

@@ -30,9 +30,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .. import netem
 from ..datasets import GENERATORS
-from . import _many_core, _peer_data
+from . import _many_core, _peer_data, netem
 from ._output import add_out_argument, apply_quick, draw, slug, write
 from .train import add_cell_arguments, cells
 

@@ -17,9 +17,9 @@ each cell of more than one rank, a plot of loss and accuracy against time and by
 import json
 from pathlib import Path
 
-from .. import netem
 from .._paths import OptionError
-from ..train import Source
+from ..datasets import Source
+from . import netem
 from ._output import add_out_argument, apply_quick, draw, slug, write
 
 RANKS_MODULE = "sparcml_apps.bench._train_ranks"

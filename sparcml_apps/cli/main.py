@@ -234,7 +234,7 @@ def _log_choices():
     """Every rank says on stderr how it holds its rows (in memory or out of core)."""
     import logging
 
-    logger = logging.getLogger("sparcml_apps.memory")
+    logger = logging.getLogger("sparcml_apps.training.memory")
     if not logger.handlers:  # (once, however often main runs in a process)
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("sparcml train: %(message)s"))
@@ -249,7 +249,7 @@ def main(argv=None):
 
         return bench(argv[1:], prog="sparcml bench")
     options = build_parser().parse_args(argv)
-    from .. import train
+    from . import train
 
     try:
         train.check_options(options)

@@ -8,7 +8,8 @@ from ._dask import from_shards, load_dask
 from ._errors import ChecksumError, ContentError, DataHomeError, DownloadError, ParseError
 from ._home import data_home
 from ._load import convert_svmlight, load_cache, load_svmlight
-from ._shards import shard
+from ._shards import row_blocks, shard
+from ._source import Source
 from ._synthetic import GENERATORS, make_url_like
 from ._url_like_file import write_url_like
 
@@ -21,6 +22,7 @@ __all__ = [
     "Dataset",
     "DownloadError",
     "ParseError",
+    "Source",
     "convert",
     "convert_svmlight",
     "data_home",
@@ -35,6 +37,7 @@ __all__ = [
     "load_svmlight",
     "make_url_like",
     "read_catalog",
+    "row_blocks",
     "shard",
     "verify",
     "write_url_like",

@@ -47,7 +47,7 @@ _START_WRITEBACK = _writeback_starter()
 _SYNC_FILE_RANGE_WRITE = 2
 
 
-class _NpyWriter:
+class NpyWriter:
     """A 1-D ``.npy`` file appended to block by block; its length is written on exit, and
     it is synced to the disk then.
 
@@ -214,7 +214,7 @@ def write_cache(pieces, dest, *, n_features=None, info=None, check=None):
             # the files are closed (each waits for its blocks) before the spool
             spool = stack.enter_context(ThreadPoolExecutor(1, "cache-writer"))
             indptr, indices, data, labels = (
-                stack.enter_context(_NpyWriter(tmp / f"{name}.npy", dtype, spool))
+                stack.enter_context(NpyWriter(tmp / f"{name}.npy", dtype, spool))
                 for name, dtype in (
                     ("indptr", np.int64),
                     ("indices", np.int32 if narrow else np.int64),
@@ -267,7 +267,7 @@ def _retype(path, dtype):
     source = np.load(path, mmap_mode="r")
     retyped = path.with_suffix(".tmp")
     step = BLOCK_BYTES // source.itemsize
-    with _NpyWriter(retyped, dtype) as out:
+    with NpyWriter(retyped, dtype) as out:
         for start in range(0, source.size, step):
             out.append(source[start : start + step])
     del source

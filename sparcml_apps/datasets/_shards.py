@@ -13,6 +13,11 @@ from ._load import to_csr
 from ._svmlight import read_file
 
 
+def row_blocks(n_rows, n_blocks):
+    """The ``n_blocks + 1`` boundaries of contiguous, nearly equal blocks of rows."""
+    return np.arange(n_blocks + 1) * n_rows // n_blocks
+
+
 def catalogue_of(name, catalog=None):
     """The catalogue (``catalog``: one read already, a path, or None for the shipped one)
     that holds the dataset ``name``, which is not a file; FileNotFoundError if it does not."""

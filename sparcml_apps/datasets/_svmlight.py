@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from . import _svmlight_kernels as k
+from . import _svmlight_kernels as kernels
 from ._cache import INT32_MAX
 from ._errors import ParseError
 
@@ -41,14 +41,14 @@ _BYTES_PER_NONZERO = 7  # url-like text takes about 8; more room costs only addr
 _READ_ERRORS = (OSError, EOFError, lzma.LZMAError, tarfile.TarError, zlib.error)
 
 _MESSAGES = {
-    k.BAD_LABEL: "expected a number as the label, got {token!r}",
-    k.BAD_PAIR: "expected index:value, got {token!r}",
-    k.BAD_VALUE: "expected a number after the index, got {token!r}",
-    k.ZERO: "feature index 0 in {token!r}: LIBSVM indices start at 1",
-    k.RANGE: "feature index {detail} exceeds {limit}",
-    k.TWICE: "feature index {detail} appears twice",
-    k.CLASS: "label {token!r} is not one of the classes {classes}",
-    k.QID: "expected qid:<integer>, got {token!r}",
+    kernels.BAD_LABEL: "expected a number as the label, got {token!r}",
+    kernels.BAD_PAIR: "expected index:value, got {token!r}",
+    kernels.BAD_VALUE: "expected a number after the index, got {token!r}",
+    kernels.ZERO: "feature index 0 in {token!r}: LIBSVM indices start at 1",
+    kernels.RANGE: "feature index {detail} exceeds {limit}",
+    kernels.TWICE: "feature index {detail} appears twice",
+    kernels.CLASS: "label {token!r} is not one of the classes {classes}",
+    kernels.QID: "expected qid:<integer>, got {token!r}",
 }
 
 
@@ -95,12 +95,12 @@ class _Buffers:
     def grow(self, full):
         """Double the buffer that the kernel found ``full``, keeping what was kept."""
         groups = {
-            k.ROWS_FULL: (("row_nnz", "labels"), self.rows),
-            k.NNZ_FULL: (("indices", "values"), self.nnz),
-            k.SLOW_FULL: (("slow",), 0),
+            kernels.ROWS_FULL: (("row_nnz", "labels"), self.rows),
+            kernels.NNZ_FULL: (("indices", "values"), self.nnz),
+            kernels.SLOW_FULL: (("slow",), 0),
         }
         names, kept = groups[full]
-        if self.first is not None and full != k.SLOW_FULL:
+        if self.first is not None and full != kernels.SLOW_FULL:
             raise RuntimeError("a window's rows and nonzeros were bounded: it cannot grow")
         for name in names:
             old = getattr(self, name)
@@ -190,18 +190,18 @@ class _Parser:
         while done < text.size:
             block = text[done:]
             row_nnz, labels, indices, values = out.tails()
-            consumed, rows, nnz, n_slow, status, line, at, detail, max_column = k.parse_block(
+            consumed, rows, nnz, n_slow, status, line, at, detail, max_column = kernels.parse_block(
                 block, block.size, line, self.max_index, self.classes,
                 row_nnz, labels, indices, values, out.slow,
             )  # fmt: skip
-            if status > k.FULL:
+            if status > kernels.FULL:
                 raise self._error(line, status, block, at, detail)
             piece = Piece(row_nnz[:rows], labels[:rows], indices[:nnz], values[:nnz], max_column)
             self._convert_slow(block, out.slow[:n_slow], piece)
             if rows:
                 yield piece
             out.advance(piece)
-            if status == k.FULL and (rows == 0 or (out.keep and detail != k.SLOW_FULL)):
+            if status == kernels.FULL and (rows == 0 or (out.keep and detail != kernels.SLOW_FULL)):
                 out.grow(detail)
             done += consumed
         return line
@@ -222,9 +222,9 @@ class _Parser:
                 raise ParseError(self.source, line, message) from None
             if column < 0 and self.classes.size and numbers[n] not in self.classes:
                 token = text[start:end].tobytes().decode("utf-8", "replace")
-                message = _MESSAGES[k.CLASS].format(token=token, classes=_show(self.classes))
+                message = _MESSAGES[kernels.CLASS].format(token=token, classes=_show(self.classes))
                 raise ParseError(self.source, line, message)
-        k.place(slow, numbers, piece.row_nnz, piece.labels, piece.indices, piece.values)
+        kernels.place(slow, numbers, piece.row_nnz, piece.labels, piece.indices, piece.values)
 
     def _error(self, line, status, block, at, detail):
         end = at
@@ -276,7 +276,9 @@ def iter_pieces(
         for block, got, eof, failure in blocks:
             text = blocks.after(carry, block, got)
             # whole lines; at a clean end the last line too
-            end = text.size if eof and failure is None else k.last_line_end(text, text.size) + 1
+            end = (
+                text.size if eof and failure is None else kernels.last_line_end(text, text.size) + 1
+            )
             if end:
                 line = yield from parse(text[:end], line)
             if failure is not None:
@@ -392,7 +394,7 @@ def read_file(path, *, start=0, stop=None, n_features=None, classes=(), threads=
     cuts = _line_starts(text, max(1, min(threads, text.size // THREAD_BYTES)))
     parts = [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
     with _collector_paused():
-        bounds = _in_threads(k.line_and_pair_bounds, parts)
+        bounds = _in_threads(kernels.line_and_pair_bounds, parts)
         rows = np.cumsum([0] + [lines for lines, _ in bounds])
         nnz = np.cumsum([0] + [pairs for _, pairs in bounds])
         whole = _Buffers(parser.index_dtype, keep=True, rows=rows[-1], nnz=nnz[-1])

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 from mpi4py import MPI
 
-from sparcml_apps import checkpoint
+from sparcml_apps.training import checkpoint
 
 comm = MPI.COMM_WORLD
 directory, action = sys.argv[1], sys.argv[2]

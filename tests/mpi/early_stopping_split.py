@@ -8,8 +8,9 @@ import numpy as np
 from mpi4py import MPI
 from sklearn.datasets import make_classification
 
-from sparcml_apps import SparseSGDClassifier, holdout
-from sparcml_apps.jobs import row_blocks
+from sparcml_apps import SparseSGDClassifier
+from sparcml_apps.backends.pool import row_blocks
+from sparcml_apps.training import holdout
 
 comm = MPI.COMM_WORLD
 labels = np.random.default_rng(0).choice(3, size=103, p=[0.5, 0.3, 0.2])

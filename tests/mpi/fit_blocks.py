@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from testdata import url_like  # noqa: E402
 
 from sparcml_apps import SparseSGDClassifier  # noqa: E402
-from sparcml_apps.jobs import row_blocks  # noqa: E402
+from sparcml_apps.backends.pool import row_blocks  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rows, n_features, classes, method, *options = sys.argv[1:]

@@ -14,7 +14,8 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from sparcml_apps import SparseSGDClassifier, exchange
+from sparcml_apps import SparseSGDClassifier
+from sparcml_apps.training import exchange
 
 comm = MPI.COMM_WORLD
 data_path, output, bounds, configs = sys.argv[1:]

@@ -13,7 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor, exchange
+from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
+from sparcml_apps.training import exchange
 
 comm = MPI.COMM_WORLD
 data_path, output, bounds, configs = sys.argv[1:]

@@ -18,8 +18,9 @@ from mpi4py import MPI
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from testdata import url_like  # noqa: E402
 
-from sparcml_apps import SparseSGDClassifier, checkpoint  # noqa: E402
-from sparcml_apps.jobs import row_blocks  # noqa: E402
+from sparcml_apps import SparseSGDClassifier  # noqa: E402
+from sparcml_apps.backends.pool import row_blocks  # noqa: E402
+from sparcml_apps.training import checkpoint  # noqa: E402
 
 comm = MPI.COMM_WORLD
 folder, mode, seconds = sys.argv[1], sys.argv[2], sys.argv[3]

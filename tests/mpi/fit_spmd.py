@@ -13,7 +13,7 @@ from mpi4py import MPI
 from sklearn.datasets import load_svmlight_file
 
 from sparcml_apps import SparseSGDClassifier
-from sparcml_apps.jobs import row_blocks
+from sparcml_apps.backends.pool import row_blocks
 
 comm = MPI.COMM_WORLD
 path, n_features, output, seeds, *options = sys.argv[1:]

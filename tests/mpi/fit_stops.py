@@ -16,8 +16,8 @@ from mpi4py import MPI
 from sklearn.datasets import load_svmlight_file
 
 from sparcml_apps import SparseSGDClassifier
+from sparcml_apps.backends.pool import row_blocks
 from sparcml_apps.datasets import make_url_like
-from sparcml_apps.jobs import row_blocks
 
 
 def rows(spec):

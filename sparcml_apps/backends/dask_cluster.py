@@ -1,5 +1,6 @@
-"""``fit`` on Dask arrays: one pinned task per worker trains on the chunks held there
-(with checkpoints, on a contiguous block of the chunks, the same in every run)."""
+"""The backend of a Dask cluster (on MPI, :mod:`sparcml_apps.cluster`): ``fit`` on Dask
+arrays, one pinned task per worker training on the chunks held there (with checkpoints,
+on a contiguous block of the chunks, the same in every run)."""
 
 import time
 import traceback
@@ -9,21 +10,22 @@ import scipy.sparse as sp
 
 import collectives
 
+from ..cluster._bootstrap import describe_worker, mark_stuck, worker_comm
 from ..inputs import as_scipy
-from ._bootstrap import describe_worker, mark_stuck, worker_comm
 
 POLL_SECONDS = 0.2
 """How often the client looks at the training tasks and at the workers they run on."""
 
 
-def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
-    """Run ``estimator.<method>(X, y, ...)`` on the workers of the active Dask client.
+def fit(task, X, y, *, sample_weight=None):
+    """Fit ``task`` (:class:`sparcml_apps.estimators.FitTask`) on the workers of the active
+    Dask client; a detached copy of the task that took the fitted state.
 
     ``X`` is a Dask array chunked by rows (scipy CSR, pydata ``sparse`` or dense chunks),
     ``y`` and ``sample_weight`` Dask or numpy arrays of as many rows. The chunks are
     computed where Dask places them; each worker then trains, over the workers' MPI
     communicator, on the chunks it holds, concatenated in row order (a worker that holds
-    none takes part with no rows). The fitted attributes come back to ``estimator``.
+    none takes part with no rows).
     """
     client = _client()
     ranks = _worker_ranks(client)
@@ -31,45 +33,42 @@ def fit(estimator, method, X, y, *, sample_weight=None, **kwargs):
     layout = (X.shape[1], _value_dtype(X.dtype), y.dtype)
     arrays = [a for a in (X, y, sample_weight) if a is not None]
     try:
-        state = _fit_on_workers(client, ranks, estimator, method, arrays, layout, kwargs)
+        work = task.detached()
+        state = _fit_on_workers(client, ranks, work, arrays, layout)
     except BaseException as exc:
         # the frames of the traceback hold futures of the chunks: let them go now, so
         # that the workers can drop the data (and retire) while the error is handled
         traceback.clear_frames(exc.__traceback__)
         raise
-    estimator._adopt(state)
-    return estimator
+    return work.take(state)
 
 
-def _fit_on_workers(client, ranks, estimator, method, arrays, layout, kwargs):
+def _fit_on_workers(client, ranks, work, arrays, layout):
     """Persist the arrays, run one training task on each worker; the fitted state."""
     from distributed import futures_of
 
     arrays = client.persist(arrays)
     futures = {f.key: f for f in futures_of(arrays)}
     _wait_for_chunks(client, list(futures.values()), ranks)
-    if estimator.checkpoint is None:
+    if work.checkpoint is None:
         owners = _owners(client, arrays[0], ranks)
     else:  # a run to resume needs the same rows on every rank, wherever Dask put them
         owners = _in_row_order(arrays[0].numblocks[0], len(ranks))
     blocks = [[[futures[k] for k in _row_keys(a, rows)] for a in arrays] for rows in owners]
-    child = estimator._detached()
     reporter = next((i for i, rows in enumerate(owners) if rows), 0)
     addresses = list(ranks)
     tasks = [
         client.submit(
             _train,
-            child,
-            method,
+            work,
             tuple(ranks.values()),
             *blocks[i],
             layout=layout,
             report=i == reporter,
-            kwargs=kwargs,
             workers=[address],
             allow_other_workers=False,
             pure=False,
-            key=f"sparcml-{method}-{address}-{time.monotonic_ns()}",
+            key=f"sparcml-{work.method}-{address}-{time.monotonic_ns()}",
         )
         for i, address in enumerate(addresses)
     ]
@@ -252,7 +251,7 @@ def _vector(blocks):
     return np.concatenate([np.asarray(as_scipy(b)).ravel() for b in blocks])
 
 
-def _train(estimator, method, world_ranks, xs, ys, ws=None, *, layout, report, kwargs):
+def _train(work, world_ranks, xs, ys, ws=None, *, layout, report):
     """On a worker: fit over the workers' communicator on the rows of its chunks."""
     comm = worker_comm(world_ranks)
     if xs:
@@ -261,10 +260,7 @@ def _train(estimator, method, world_ranks, xs, ys, ws=None, *, layout, report, k
         n_features, dtype, y_dtype = layout
         X, y = sp.csr_matrix((0, n_features), dtype=dtype), np.empty(0, y_dtype)
     sample_weight = None if ws is None else _vector(ws) if ws else np.empty(0)
-    estimator.comm = comm
-    estimator._fit_on(
-        comm, X, y, partial=method == "partial_fit", sample_weight=sample_weight, **kwargs
-    )
+    work.run(comm, X, y, sample_weight)
     if not report:
         return None
-    return estimator._fitted_state(plain=True)
+    return work.fitted_state(plain=True)

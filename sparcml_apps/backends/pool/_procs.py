@@ -1,4 +1,4 @@
-"""What a pool's caller knows of its worker processes (:mod:`sparcml_apps.jobs`): what
+"""What a pool's caller knows of its worker processes (:mod:`sparcml_apps.backends.pool`): what
 they print, how they ended, what state they are in, from ``/proc`` and ``mpiexec``."""
 
 import codecs

@@ -1,22 +1,24 @@
-"""One worker of a pool (:mod:`sparcml_apps.jobs`): a rank of the pool's own MPI job.
+"""One worker of a pool (:mod:`sparcml_apps.backends.pool`): a rank of the pool's own MPI
+job.
 
-Run as ``mpiexec -n N python -m sparcml_apps._worker SOCKET HEARTBEAT``. The worker reads
-the pool's key from the file ``key`` beside the socket (in a folder only its user may
-enter), connects, proves that it holds the key and checks the caller's proof
-(:func:`sparcml_apps._wire.handshake`), says which rank and process it is, loads the
-estimators, starts MPI and says it is up. Then it fits, one task at a time, until the
-caller says ``close`` or goes away. A task comes as two messages: the caller's
-``sys.path``, then the estimator, the method, its arguments and this worker's block of
-rows, whose arrays are views of shared memory the caller filled (this worker opens it
-read-only and maps its block copy-on-write: no page is copied). The worker says it
-is ready, trains with the others over ``COMM_WORLD`` and ends the task with one message:
-its warnings and, from worker 0, the fitted state (its arrays in shared memory in turn),
-or the error that stopped every worker (:func:`collectives.check`). While it fits, it
-sends a heartbeat every ``HEARTBEAT`` seconds. When the caller's end of the socket
-closes, the worker removes the caller's folder and leaves at once.
+Run as ``mpiexec -n N python -m sparcml_apps.backends.pool._worker SOCKET HEARTBEAT``. The
+worker reads the pool's key from the file ``key`` beside the socket (in a folder only its
+user may enter), connects, proves that it holds the key and checks the caller's proof
+(:func:`._wire.handshake`), says which rank and process it is, starts MPI, loads the
+estimators (:data:`.limits.PRELOAD`) and says it is up. Then it fits, one task at a time,
+until the caller says ``close`` or goes away. A task comes as two messages: the caller's
+``sys.path``, then the fit (a detached :class:`~sparcml_apps.estimators.FitTask`) and this
+worker's block of rows, whose arrays are views of shared memory the caller filled (this
+worker opens it read-only and maps its block copy-on-write: no page is copied). The
+worker says it is ready, trains with the others over ``COMM_WORLD`` and ends the task
+with one message: its warnings and, from worker 0, the fitted state (its arrays in shared
+memory in turn), or the error that stopped every worker (:func:`collectives.check`).
+While it fits, it sends a heartbeat every ``HEARTBEAT`` seconds. When the caller's end of
+the socket closes, the worker removes the caller's folder and leaves at once.
 """
 
 import faulthandler
+import importlib
 import os
 import queue
 import shutil
@@ -31,9 +33,9 @@ import scipy.sparse as sp
 
 import collectives
 
-from . import _procs
+from . import _procs, limits
+from ._pool import Labels
 from ._wire import Link, handshake, unpack
-from .jobs import _Labels
 
 GONE = 3
 """The exit code of a worker whose caller went away."""
@@ -84,7 +86,8 @@ class _Caller:
         self.gone()
 
     def task(self):
-        """The next ``(estimator, method, kwargs, block)``, or the exception that kept it
+        """The next ``(task, block)`` (a detached :class:`~sparcml_apps.estimators.FitTask`
+        and this worker's rows), or the exception that kept it
         from arriving (every worker raises it, in :func:`_train`); None at ``close``."""
         message = unpack(*self.inbox.get())
         if message[0] == "close":
@@ -100,17 +103,16 @@ def _train(caller, task, world):
     """Train on the task; the outcome to report (None from a worker other than 0)."""
     try:
         collectives.check(task if isinstance(task, Exception) else None, world)
-        estimator, method, kwargs, (data, indices, indptr, shape, y, sample_weight) = task
+        work, (data, indices, indptr, shape, y, sample_weight) = task
         X = sp.csr_matrix((data, indices, indptr), shape=shape)
-        y = y.values() if isinstance(y, _Labels) else y
-        estimator.comm = world
+        y = y.values() if isinstance(y, Labels) else y
         caller.send(("ready",))
-        getattr(estimator, method)(X, y, sample_weight=sample_weight, **kwargs)
+        work.run(world, X, y, sample_weight)
     except collectives.RankError as exc:
         return ("error", exc.rank, exc.message)
     except Exception as exc:  # noqa: BLE001 - sent to the caller
         return ("error", world.Get_rank(), f"{type(exc).__name__}: {exc}")
-    return ("result", estimator._fitted_state()) if world.Get_rank() == 0 else None
+    return ("result", work.fitted_state()) if world.Get_rank() == 0 else None
 
 
 def _serve(caller, world):
@@ -139,7 +141,8 @@ def main(address, heartbeat):
     threading.Thread(target=caller.beat, args=(heartbeat,), daemon=True).start()
     from mpi4py import MPI  # starts MPI: every worker waits here for the others
 
-    from . import estimators  # noqa: F401 - loaded once, before the first task
+    for name in limits.PRELOAD:  # loaded once, before the first task
+        importlib.import_module(name)
 
     world = MPI.COMM_WORLD
     caller.send(("up",))

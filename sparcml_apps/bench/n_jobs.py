@@ -7,7 +7,7 @@ in this process (``n_jobs=None``), with ``n_jobs=1`` (also in this process), and
 each ``--nprocs`` N with ``n_jobs=N`` twice, the first fit on a new pool (its workers
 start within it) and the second on the same workers. A small fit first loads this
 process's kernels. Prints the medians, each ``n_jobs=N`` fit against ``n_jobs=1``, and
-where the seconds of the fits on a pool go (:func:`sparcml_apps.jobs.fit`'s stages), and
+where the seconds of the fits on a pool go (:attr:`sparcml_apps.jobs.Pool.timings`), and
 the machine's load average (other work skews every figure).
 """
 
@@ -48,14 +48,12 @@ def run(args):
     SparseSGDClassifier(random_state=0, max_iter=1, tol=None).fit(X[:100], y[:100])
     records = []
 
-    def timed(way, n_jobs, repeat, timings=None):
+    def timed(way, n_jobs, repeat, staged=False):
         model = SparseSGDClassifier(random_state=0, n_jobs=n_jobs)
         begin = time.perf_counter()
-        if timings is None:
-            model.fit(X, y)
-        else:
-            jobs.fit(model, "fit", X, y, timings=timings)
+        model.fit(X, y)
         seconds = time.perf_counter() - begin
+        timings = dict(jobs.pool(n_jobs).timings) if staged else None
         record = {
             "way": way, "n_jobs": n_jobs, "repeat": repeat, "rows": X.shape[0],
             "seconds": seconds, "epochs": model.n_iter_,
@@ -70,8 +68,8 @@ def run(args):
         timed("n_jobs=1", 1, repeat)
         for n in args.nprocs:
             jobs.close()  # a new pool: its first fit starts it
-            timed("first fit", n, repeat, {})
-            timed("second fit", n, repeat, {})
+            timed("first fit", n, repeat, staged=True)
+            timed("second fit", n, repeat, staged=True)
         jobs.close()
     text = table(records)
     print(text)

@@ -16,7 +16,7 @@ in place, and added and adopted in one call (:func:`kernels.settle_dense`). The 
 travel in ``setup.value_dtype`` (float32 unless asked otherwise: each rank's change
 rounded to float32); the models stay in float64. Averaging costs no traffic: each rank
 keeps the average of its own weights, jumps at the exchanges included, and the ranks take the
-mean of their averages when the model is read (:meth:`training.Weights.averaged`).
+mean of their averages when the model is read (:meth:`.state.Weights.averaged`).
 
 An exchange strategy is an object with ``begin_epoch``, ``__call__`` and ``end_epoch``;
 the training loop reads the same whichever it is: :class:`Exchange` sends the exact changes,
@@ -33,8 +33,7 @@ import numpy as np
 import collectives
 from collectives import SparseVector
 
-from . import diagnostics as D
-from . import kernels as K
+from . import diagnostics, exchange_kernels
 
 EXCHANGE_SHARE = 0.1
 """``local_steps="auto"`` picks the shortest period whose exchange the cost model
@@ -129,7 +128,7 @@ class Exchange:
         self.calls += 1
         self.dense_bytes += 2 * (nprocs - 1) * setup.size * self.dense.itemsize // nprocs
         if self.dense.size:
-            self.change_entries += K.changes_dense(
+            self.change_entries += exchange_kernels.changes_dense(
                 w.v, w.agreed, w.intercept, w.agreed_intercept, self.dense
             )
             self.sent_entries += self.dense.size
@@ -140,8 +139,8 @@ class Exchange:
             return
         idx, val = self._room(self.n_touched + setup.n_out if self.listing else 0)
         # (again, with more room, where a pass over the model found more than it holds)
-        while (n := K.changes(w.v, w.agreed, w.intercept, w.agreed_intercept, self.flags,
-                              self.touched, self.n_touched, idx, val)) > idx.size:  # fmt: skip
+        while (n := exchange_kernels.changes(w.v, w.agreed, w.intercept, w.agreed_intercept,
+                    self.flags, self.touched, self.n_touched, idx, val)) > idx.size:  # fmt: skip
             idx, val = self._room(n)
         mine = SparseVector(idx[:n], val[:n], setup.size, check=False)
         self.change_entries += mine.nnz
@@ -160,26 +159,26 @@ class Exchange:
         # the copy differs from the agreed model where this rank changed a weight (listed,
         # or the weights of its changes, which come before the intercepts) or the sum did
         if self.listing:
-            K.adopt_listed(w.v, w.agreed, w.offsets, w.state, self.touched, self.n_touched,
-                           total.indices)  # fmt: skip
+            exchange_kernels.adopt_listed(w.v, w.agreed, w.offsets, w.state, self.touched,
+                                          self.n_touched, total.indices)  # fmt: skip
             self.n_touched = 0
         elif total is not None:  # (else adopted as it was added)
-            K.adopt_listed(w.v, w.agreed, w.offsets, w.state, mine.indices,
-                           mine.nnz - setup.n_out, total.indices)  # fmt: skip
+            exchange_kernels.adopt_listed(w.v, w.agreed, w.offsets, w.state, mine.indices,
+                                          mine.nnz - setup.n_out, total.indices)  # fmt: skip
         np.copyto(w.intercept, w.agreed_intercept)
 
     def _settle(self, total, scale, mine):
-        """Add ``scale`` times the sum ``total`` to the agreed model (:func:`K.settle`);
-        the sum as a sparse vector, or None for a dense sum nothing needs the indices of
-        (added and adopted by this rank's copy at once)."""
+        """Add ``scale`` times the sum ``total`` to the agreed model
+        (:func:`.exchange_kernels.settle`); the sum as a sparse vector, or None for a dense
+        sum nothing needs the indices of (added and adopted by this rank's copy at once)."""
         w = self.weights
         if isinstance(total, np.ndarray) and not (mine.nnz or self.listing):
-            K.settle_dense(total, scale, self.params, w.state, w.v, w.agreed,
+            exchange_kernels.settle_dense(total, scale, self.params, w.state, w.v, w.agreed,
                            w.agreed_intercept, w.l1_applied, w.offsets, _NONE)  # fmt: skip
             return None
         if isinstance(total, np.ndarray):
             total = SparseVector.from_dense(total)
-        K.settle(
+        exchange_kernels.settle(
             total.indices,
             total.values,
             scale,
@@ -228,7 +227,7 @@ class Exchange:
             return
         self.finish()
         w = self.weights
-        K.adopt(w.v, w.agreed, w.offsets, w.state)
+        exchange_kernels.adopt(w.v, w.agreed, w.offsets, w.state)
         np.copyto(w.intercept, w.agreed_intercept)
 
     def outgoing(self, changes):
@@ -255,7 +254,7 @@ class TopKExchange(Exchange):
         extra = changes.nnz - split  # the intercepts
         idx = np.empty(k + extra, self.index_dtype)
         val = np.empty(k + extra, setup.value_dtype)
-        taken, w.n_support = K.topk(
+        taken, w.n_support = exchange_kernels.topk(
             changes.indices[:split],
             changes.values[:split],
             k,
@@ -302,8 +301,8 @@ def _diagnose(accumulated, sent, k, n_weights, comm):
         sent.indices[:taken], sent.values[:taken].astype(np.float64), n_weights, check=False
     )
     accumulated = SparseVector(accumulated.indices, accumulated.values, n_weights, check=False)
-    total = D.norm(accumulated)
-    mine = D.difference_norm(accumulated, sent) / total if total > 0 else 0.0
+    total = diagnostics.norm(accumulated)
+    mine = diagnostics.difference_norm(accumulated, sent) / total if total > 0 else 0.0
     index_dtype = np.uint32 if 2 * n_weights < 2**32 else np.uint64
     indices = np.concatenate([accumulated.indices, sent.indices.astype(np.int64) + n_weights])
     both = SparseVector(
@@ -323,7 +322,7 @@ def _diagnose(accumulated, sent, k, n_weights, comm):
     )
     largest = np.empty(1)
     comm.Allreduce(np.array([mine]), largest, op=MPI.MAX)
-    return float(largest[0]), D.xi(sum_sent, sum_accumulated, k)
+    return float(largest[0]), diagnostics.xi(sum_sent, sum_accumulated, k)
 
 
 def plan(setup, indptr, indices, order, steps, comm):
@@ -348,7 +347,9 @@ def plan(setup, indptr, indices, order, steps, comm):
     n = int(np.searchsorted(lengths, max(GROWTH_ROWS, order.size * GROWTH_SHARE), "right"))
     n = lengths.size if n < 2 or lengths[n - 1] == order.size else n
     if order.size:
-        columns, nonzeros = K.union_growth(indptr, indices, order, lengths[:n], setup.n_features)
+        columns, nonzeros = exchange_kernels.union_growth(
+            indptr, indices, order, lengths[:n], setup.n_features
+        )
         counts[:, :n] = columns, nonzeros
         for i in range(n, lengths.size):  # past the rows counted
             counts[0, i] = columns_of(lengths[:n], columns, lengths[i], setup.n_features)

@@ -25,7 +25,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from . import _mpiexec
+from .. import _mpiexec
 
 SUBNET = "10.213.0"
 MPI_OVER_TCP = {

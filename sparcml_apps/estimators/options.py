@@ -17,7 +17,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOp
 
 import collectives
 
-from . import kernels
+from ..training import kernels
 
 CLASSIFIER, REGRESSOR = "classifier", "regressor"
 REGRESSION_LOSSES = ("squared_error", "huber", "epsilon_insensitive", "squared_epsilon_insensitive")
@@ -207,7 +207,7 @@ OPTIONS = (
     Option(
         "diagnostics", False, ["boolean"], "bool",
         "With compression='topk', record every exchange the quantities of the TopK "
-        "convergence analysis (:mod:`sparcml_apps.diagnostics`): ``gamma``, the largest "
+        "convergence analysis (:mod:`sparcml_apps.training.diagnostics`): ``gamma``, the largest "
         "over the ranks of ||acc - TopK(acc)|| / ||acc|| (acc: a rank's residual plus its "
         "changes), and ``xi``, how far the sum of the ranks' TopKs is from the TopK of "
         "their sum. Costs one more exact allreduce an exchange; the model is the same.",
@@ -264,8 +264,8 @@ OPTIONS = (
         "checkpoint", None, [str, os.PathLike, None], "str or path",
         "A directory (the same on every rank) where ``fit`` saves the whole training state "
         "after every epoch: every rank's weights and state arrays, the epoch and where the "
-        "run stands (:mod:`sparcml_apps.checkpoint`; each file written atomically with its "
-        "sha256; the newest two complete checkpoints are kept).",
+        "run stands (:mod:`sparcml_apps.training.checkpoint`; each file written atomically "
+        "with its sha256; the newest two complete checkpoints are kept).",
     ),
     Option(
         "checkpoint_seconds", None, [_interval(Real, 0, None, "neither"), None],

@@ -1,7 +1,7 @@
-"""The processes of one start of a pool (:mod:`sparcml_apps.jobs`): ``mpiexec -n N``
+"""The processes of one start of a pool (:mod:`sparcml_apps.backends.pool`): ``mpiexec -n N``
 workers, their folder, socket and output, the fits they run, how they failed, their end.
 
-The limits it keeps to are attributes of :mod:`sparcml_apps.jobs`.
+The limits it keeps to are attributes of :mod:`.limits`.
 """
 
 import contextlib
@@ -20,9 +20,10 @@ from pathlib import Path
 
 import collectives
 
-from . import _mpiexec, _procs, _wire, jobs
+from ... import _mpiexec
+from . import _procs, _wire, limits
 
-LOG = logging.getLogger("sparcml_apps.jobs")
+LOG = logging.getLogger("sparcml_apps.backends.pool")
 
 
 class _Lost(Exception):
@@ -86,7 +87,7 @@ class Job:
             "-print-all-exitcodes",
             "-outfile-pattern", str(self.folder / "out.%r"),
             "-errfile-pattern", str(self.folder / "err.%r"),
-            sys.executable, "-m", jobs.WORKER, address, str(jobs.HEARTBEAT_SECONDS),
+            sys.executable, "-m", limits.WORKER, address, str(limits.HEARTBEAT_SECONDS),
         ]  # fmt: skip
         with open(self.folder / "mpiexec.txt", "wb") as launcher:
             self.process = _mpiexec.start(
@@ -142,7 +143,7 @@ class Job:
         return self.ended[0][1][1], list(caught)
 
     def _step(self, stamp=None):
-        for key, _ in self.selector.select(jobs.POLL_SECONDS):
+        for key, _ in self.selector.select(limits.POLL_SECONDS):
             if key.data is None:
                 self._accept()
             else:
@@ -152,11 +153,11 @@ class Job:
         if len(self.up) < self.n:
             if self.process.poll() is not None:
                 raise _Launch(f"mpiexec ended with exit code {self.process.returncode}")
-            if now - self.begin > jobs.START_SECONDS:
-                raise _Launch(f"{len(self.up)} of them were up within {jobs.START_SECONDS:g} s")
+            if now - self.begin > limits.START_SECONDS:
+                raise _Launch(f"{len(self.up)} of them were up within {limits.START_SECONDS:g} s")
         if self.busy:
             quiet = [p for p in self.peers.values() if p.rank not in self.ended]
-            quiet = [p for p in quiet if now - p.seen > jobs.SILENCE_SECONDS]
+            quiet = [p for p in quiet if now - p.seen > limits.SILENCE_SECONDS]
             quiet = [p for p in quiet if not _procs.waiting(p.link)]
             if quiet:
                 raise _Silent(min(quiet, key=lambda p: p.seen))
@@ -165,7 +166,7 @@ class Job:
         with contextlib.suppress(BlockingIOError):
             sock, _ = self.listener.accept()
             sock.setblocking(True)
-            sock.settimeout(jobs.SILENCE_SECONDS)
+            sock.settimeout(limits.SILENCE_SECONDS)
             try:
                 _wire.handshake(sock, self.key, "caller")
             except (OSError, EOFError) as exc:  # not one of the workers: refused
@@ -270,12 +271,12 @@ class Job:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(jobs.GRACE_SECONDS if report else 0)
+                self.process.wait(limits.GRACE_SECONDS if report else 0)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         # the workers of a killed launcher go to init, which reaps them: not even a zombie
-        _procs.wait_gone(pids | _procs.ranks(self.process.pid), jobs.GRACE_SECONDS)
+        _procs.wait_gone(pids | _procs.ranks(self.process.pid), limits.GRACE_SECONDS)
         _procs.remove(self.shm)
 
     def close(self):
@@ -287,7 +288,7 @@ class Job:
                     with contextlib.suppress(OSError):
                         peer.link.send(("close",))
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.process.wait(jobs.GRACE_SECONDS)
+                    self.process.wait(limits.GRACE_SECONDS)
             self.stop(report=False)
         finally:
             self.output.forward()

@@ -36,8 +36,8 @@ import numpy as np
 
 import collectives
 
-from . import training
-from ._modes import set_default_mode
+from .._modes import set_default_mode
+from .state import Progress, Weights
 
 KEEP = 2
 """How many complete checkpoints :func:`save` keeps."""
@@ -89,8 +89,8 @@ class Checkpoints:
         return bool(comm.bcast(due, root=0)) if comm.Get_size() > 1 else due
 
     def save(self, weights, progress, comm):
-        """Save the run's state: ``weights`` (:class:`training.Weights`) and ``progress``
-        (:class:`training.Progress`); collective."""
+        """Save the run's state: ``weights`` (:class:`.state.Weights`) and ``progress``
+        (:class:`.state.Progress`); collective."""
         metadata = {"options": self.options, "data": self.data, "progress": progress.as_dict()}
         save(self.directory, weights.arrays(), _plain(metadata), comm)
         self._saved = time.monotonic()
@@ -110,8 +110,8 @@ class Checkpoints:
         except ValueError as exc:
             error = exc
         collectives.check(error, comm)
-        weights = training.Weights.from_arrays(found.arrays)
-        return weights, training.Progress.from_dict(found.metadata["progress"]), found.path
+        weights = Weights.from_arrays(found.arrays)
+        return weights, Progress.from_dict(found.metadata["progress"]), found.path
 
 
 def fingerprint(X, y, weight):

@@ -1,4 +1,4 @@
-"""The socket between a pool's caller and its workers (:mod:`sparcml_apps.jobs`).
+"""The socket between a pool's caller and its workers (:mod:`sparcml_apps.backends.pool`).
 
 A connection opens with a handshake of raw bytes (:func:`handshake`): each end sends a
 random challenge and answers the other's with an HMAC-SHA256 under the pool's key, the

@@ -1,0 +1,42 @@
+"""The backend of ``n_jobs`` local worker processes: a pool, an MPI job of its own, kept for the
+next fits.
+
+The workers of a pool (:class:`Pool`; one for each number of workers, :func:`pool`) are
+``mpiexec -n N python -m sparcml_apps.backends.pool._worker`` in a session of their own.
+They start at the pool's first fit and stay: the next fits with as many workers (a refit, the
+candidates and folds of a grid search, ``partial_fit`` calls, ``warm_start``) go to the
+same processes. A pool ends on :meth:`Pool.close` (:func:`close` ends them all; ``with
+pool(n):`` ends one on leaving), after :data:`limits.IDLE_SECONDS` without a fit, when a
+fit on it fails, and when this interpreter exits, leaving no process, file or shared memory.
+An estimator holds no pool (its ``n_jobs`` picks one at each fit): a clone or a pickle
+carries none.
+
+A fit checks its data and arguments here first, as a fit in this process does, and
+raises what that one raises. It then copies the rows into shared memory that the pool
+keeps for its fits (as large as the largest one's rows), one contiguous block of rows a
+worker (the block rank ``r`` of ``mpiexec -n N`` takes, :func:`row_blocks`, so that the
+model is that of ``mpiexec -n N`` with ``comm=``, bit for bit); each worker maps its
+block, read-only and copy-on-write, and they train together over their ``COMM_WORLD``;
+worker 0 sends the fitted state back, its arrays in shared memory too (sealed against
+writes). Through the socket go control messages and the estimator's parameters only
+(:mod:`._wire`).
+
+Only this user can reach a pool: its socket lies in a folder only the owner may enter,
+and each worker proves that it holds the pool's random key (a file there, mode 0600)
+before anything it sends is unpickled; the shared memory is memfds passed over that
+socket, nothing in ``/dev/shm``.
+
+This process never joins the MPI job, so nothing a worker does can end it. A failed fit
+raises :class:`collectives.RankError` naming the worker's rank: an exception in a
+worker, with its message; a worker that dies (its socket closes), with how it ended (the
+signal that killed it, or its exit code, as ``mpiexec`` reports); a worker that stops
+responding (it sends a heartbeat every :data:`limits.HEARTBEAT_SECONDS` while it fits),
+after :data:`limits.SILENCE_SECONDS`. On any failure, and on Ctrl-C, the pool is closed
+(every worker killed and reaped) before the exception leaves; the next fit starts a new
+one. What the workers print is copied to this process's ``sys.stdout`` and ``sys.stderr``.
+"""
+
+from . import limits
+from ._pool import Labels, Pool, close, fit, pool, row_blocks, workers
+
+__all__ = ["Labels", "Pool", "close", "fit", "limits", "pool", "row_blocks", "workers"]

@@ -1,0 +1,448 @@
+"""What both estimators share: parameters, validation and the driver of a fit, which hands
+the fit to a backend (:mod:`sparcml_apps.backends`) and takes what it fitted."""
+
+import copy
+import functools
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.extmath import safe_sparse_dot
+from sklearn.utils.validation import check_is_fitted
+
+import collectives
+
+from .. import training
+from ..backends import communicator, in_process, pool
+from ..training import checkpoint, holdout, kernels, memory
+from . import options
+from ._task import FitTask
+from ._validation import (
+    RANK_OWN,
+    check_agreement,
+    check_parameters,
+    ranges,
+    same,
+    validate_fit_data,
+    validate_predict_data,
+)
+
+SPARSE_INTERCEPT_DECAY = 0.01  # as scikit-learn: sparse rows update the intercept less
+EARLY_STOPPING_ROWS = 10_000
+"""With ``early_stopping="auto"``, a fit of this many rows or more (all ranks together)
+holds ``validation_fraction`` of them out, at most this many, and stops on their score:
+the loss of the steps depends on the number of ranks (each rank's steps see its own rows
+only), the score of the model does not. Ten thousand rows tell a change of ``tol=1e-3``
+in accuracy from ten rows, and leave more rows to train on than a tenth of a large set."""
+SIGNIFICANCE = 2.0
+"""With ``early_stopping="auto"``, a rise of the held-out score counts only when it passes
+``tol`` and this many standard errors of the rise (the two models' scores paired row by
+row): a rise within the noise of the held-out rows neither keeps a fit going nor keeps it
+from stopping, so fits that differ only in how slowly their score creeps (as fits on more
+ranks do) stop alike."""
+
+
+class SparseSGD(BaseEstimator):
+    """Parameters, validation and the training driver shared by both estimators."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    # -- fitting ----------------------------------------------------------------------
+
+    def _fit_dispatch(self, X, y, *, method, sample_weight=None, **arguments):
+        """Fit here, on the ranks of ``comm``, on ``n_jobs`` worker processes, or on the
+        workers of a Dask cluster when ``X`` is a Dask array: the backend
+        (:mod:`sparcml_apps.backends`) fits a :class:`FitTask` of this call, and this
+        estimator takes what it fitted."""
+        check_parameters(self)
+        if method == "partial_fit" and self.early_stopping not in (False, "auto"):
+            raise ValueError("early_stopping should be False with partial_fit")
+        if method == "partial_fit" and self.checkpoint is not None:
+            raise ValueError(
+                "checkpoint should be None with partial_fit: its caller holds the training "
+                "state between calls (checkpoints are for fit)"
+            )
+        if hasattr(X, "__dask_graph__"):
+            from ..backends import dask_cluster as backend
+        elif pool.workers(self.n_jobs) > 1:
+            backend = pool
+        elif self.comm is not None:
+            backend = communicator
+        else:
+            backend = in_process
+        task = FitTask(self, method, arguments)
+        fitted = backend.fit(task, X, y, sample_weight=sample_weight)
+        return self._adopt(fitted)
+
+    def _fit_on(
+        self,
+        comm,
+        X,
+        y,
+        *,
+        partial,
+        classes=None,
+        coef_init=None,
+        intercept_init=None,
+        sample_weight=None,
+    ):
+        """Fit on every rank of ``comm``, each rank with its own rows."""
+        fresh = self._fresh(partial)
+        previous_classes = getattr(self, "classes_", None)
+        error = checked = None
+        try:
+            checked = validate_fit_data(
+                self, X, y, sample_weight, reset=fresh, allow_empty=comm.Get_size() > 1
+            )
+        except Exception as exc:  # noqa: BLE001 - every rank raises it, below
+            error = exc
+        collectives.check(error, comm)
+        setup, X, y_encoded, row_weight, weights, held = self._prepare(
+            comm, checked, partial, fresh, previous_classes, classes, coef_init, intercept_init
+        )
+        if self.callback is not None:
+            setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype, comm=comm)
+            setup.progress = getattr(self.callback, "steps", None)
+        checkpoints = progress = resumed_from = None
+        if self.checkpoint is not None:
+            checkpoints = checkpoint.Checkpoints(
+                self.checkpoint,
+                self.checkpoint_seconds,
+                self._resume_options(setup, comm),
+                checkpoint.fingerprint(X, y_encoded, row_weight),
+            )
+            resumed = checkpoints.resume(comm) if self.resume else None
+            if resumed is not None:
+                weights, progress, resumed_from = resumed
+        try:
+            history = training.train(
+                X,
+                y_encoded,
+                row_weight,
+                setup,
+                weights,
+                comm,
+                max_epochs=1 if partial else self.max_iter,
+                check_convergence=not partial,
+                held=held,
+                significance=SIGNIFICANCE if isinstance(self.early_stopping, str) else 0.0,
+                progress=progress,
+                checkpoints=checkpoints,
+                block_rows=memory.block_rows(X, setup.n_out * setup.n_features, comm),
+            )
+        except collectives.RankError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - delivered to every rank
+            collectives.check(exc, comm)
+        self._store(weights, history, X.dtype, comm)
+        self.resumed_from_ = None if resumed_from is None else str(resumed_from)
+        diverged = [record.epoch for record in history if record.clipped]
+        if diverged:
+            warnings.warn(
+                f"The steps diverged in epoch(s) {ranges(diverged)}: the slope of the loss "
+                f"exceeded {kernels.MAX_DLOSS:g} and was clipped. Scaling the input data "
+                "(StandardScaler or MaxAbsScaler) or a smaller learning rate might help.",
+                RuntimeWarning,
+                stacklevel=5,  # fit, through the backend and the task
+            )
+        if not partial and self.tol is not None and len(history) == self.max_iter:
+            warnings.warn(
+                "Maximum number of iteration reached before convergence. Consider "
+                "increasing max_iter to improve the fit.",
+                ConvergenceWarning,
+                stacklevel=5,
+            )
+        if not partial and self.power_t < 0:
+            warnings.warn(
+                "Negative values for `power_t` are deprecated, as in scikit-learn (which "
+                "will refuse them): the rate eta0 / t ** power_t then grows without bound. "
+                f"Use power_t >= 0. Got power_t={self.power_t!r}.",
+                FutureWarning,
+                stacklevel=5,
+            )
+        return self
+
+    def _prepare(
+        self, comm, checked, partial, fresh, previous_classes, classes, coef_init, intercept_init
+    ):
+        """What a fit does with the checked data (:func:`~._validation.validate_fit_data`) before it
+        trains, raising on every rank what does not fit: the setup, this rank's rows, their
+        encoded targets and weights, the initial weights and the rows held out (or None)."""
+        X, y, sample_weight, sparse_input, labels = checked
+        setup, X, y_encoded, row_weight, stops_early = self._agree_on_data(
+            comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
+        )
+        error = weights = None
+        try:
+            weights = self._initial_weights(
+                setup, partial, coef_init, intercept_init, previous_classes
+            )
+        except Exception as exc:  # noqa: BLE001 - every rank raises it, below
+            error = exc
+        collectives.check(error, comm)
+        held = None
+        if stops_early:
+            held = self._hold_out(comm, y_encoded, row_weight, setup)
+        return setup, X, y_encoded, row_weight, weights, held
+
+    def _check_alone(
+        self, method, X, y, *, sample_weight=None, classes=None, coef_init=None,
+        intercept_init=None,
+    ):  # fmt: skip
+        """Check a fit's data and arguments in this process before other processes fit:
+        raise what a fit here would raise before it trains. The checked ``(X, y,
+        sample_weight)``; ``self`` learns only what checking the data learns (the width,
+        the feature names)."""
+        from mpi4py import MPI
+
+        partial = method == "partial_fit"
+        fresh = self._fresh(partial)
+        checked = validate_fit_data(self, X, y, sample_weight, reset=fresh)
+        probe = self._detached()  # what preparing sets (classes_) is set on the probe
+        probe.random_state = copy.deepcopy(self.random_state)  # a seed drawn, not self's
+        probe._prepare(
+            MPI.COMM_SELF, checked, partial, fresh, getattr(self, "classes_", None),
+            classes, coef_init, intercept_init,
+        )  # fmt: skip
+        return checked[:3]
+
+    def _resume_options(self, setup, comm):
+        """What a run must share with a checkpoint to resume from it: the options of the
+        training (but how many epochs it may take), the classes and the number of ranks."""
+        skipped = ("callback", "progress", "verbose")
+        options = {k: v for k, v in setup.__dict__.items() if k not in skipped}
+        options.update(
+            value_dtype=np.dtype(setup.value_dtype).name,
+            early_stopping=self.early_stopping,
+            validation_fraction=self.validation_fraction,
+            classes=getattr(self, "classes_", None),
+            ranks=comm.Get_size(),
+        )
+        return options
+
+    def _fresh(self, partial):
+        """Whether this fit starts afresh (and so learns the width of ``X``)."""
+        return not partial or not hasattr(self, "coef_")
+
+    def _agree_on_data(
+        self, comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
+    ):
+        """Check that the ranks' data and parameters fit together; the setup, this rank's
+        rows (in the dtype of the others when it holds none), their encoded targets and
+        weights, and whether the fit holds rows out to stop early (:meth:`_stops_early`).
+
+        Whatever this raises, it raises on every rank: it decides on gathered values.
+        """
+        name = type(self).__name__
+        mine = dict(
+            width=X.shape[1],
+            labels=labels,
+            rows=X.shape[0],
+            sparse=sparse_input,
+            weight=float(sample_weight.sum()),
+            dtype=X.dtype.name,
+            params={k: v for k, v in self.get_params(deep=False).items() if k not in RANK_OWN},
+            classes=None if classes is None else np.asarray(classes),
+        )
+        gathered = comm.allgather(mine)
+        width, holding, dtypes, n_rows = check_agreement(name, gathered, comm.Get_size())
+        stops_early = self._stops_early(n_rows, partial)
+        # rows held out have their weights checked first (:meth:`_hold_out`)
+        if sum(rank["weight"] for rank in gathered) == 0 and not stops_early:
+            raise ValueError("Sample weights must contain at least one non-zero number.")
+        X = X.astype(dtypes[0], copy=False)  # a rank without rows takes the others' dtype
+        # the ranks that hold rows decide whether the input is sparse (intercept decay)
+        sparse_input = any(rank["sparse"] for rank in holding)
+        seed = comm.bcast(
+            check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+            if comm.Get_rank() == 0
+            else None,
+            root=0,
+        )
+        y_encoded, n_out, multiclass, pos, neg = self._encode_targets(
+            comm, y, [rank["labels"] for rank in gathered], partial, fresh, classes
+        )
+        penalty = self.penalty is not None
+        l1_ratio = {"l2": 0.0, "l1": 1.0, "elasticnet": self.l1_ratio, None: 0.0}[self.penalty]
+        setup = training.Setup(
+            **options.setup_values(self),
+            l2=self.alpha * (1 - l1_ratio) if penalty else 0.0,
+            l1=self.alpha * l1_ratio if penalty else 0.0,
+            n_features=width,
+            n_out=n_out,
+            multiclass=multiclass,
+            pos_weight=pos,
+            neg_weight=neg,
+            # a rank alone sends nothing: it rounds nothing
+            value_dtype=np.dtype(
+                self.exchange_dtype if self.exchange_dtype and comm.Get_size() > 1 else X.dtype
+            ),
+            seed=seed,
+            average=self.average if self.average == "auto" else int(self.average),
+            intercept_decay=SPARSE_INTERCEPT_DECAY if sparse_input else 1.0,
+            classifier=isinstance(self, ClassifierMixin),
+        )
+        return setup, X, y_encoded, sample_weight, stops_early
+
+    def _initial_weights(self, setup, partial, coef_init, intercept_init, previous_classes):
+        """The weights to start from: those of the last fit (``partial_fit``, or ``fit``
+        with ``warm_start``), else ``coef_init`` and ``intercept_init``, else zeros. Shapes
+        are checked as scikit-learn checks them."""
+        if partial and hasattr(self, "coef_"):
+            return self._weights
+        weights = training.Weights.zeros(setup)
+        names = ("coef_init", "intercept_init")
+        if not partial and self.warm_start and hasattr(self, "coef_"):
+            names = ("coef_ (warm_start=True)", "intercept_ (warm_start=True)")
+            if previous_classes is not None and not same(previous_classes, self.classes_):
+                raise ValueError(
+                    "warm_start=True continues from the model of the classes "
+                    f"{previous_classes.tolist()}, but y holds the classes "
+                    f"{self.classes_.tolist()}; fit with warm_start=False to start anew."
+                )
+            coef_init = self.coef_ if coef_init is None else coef_init
+            intercept_init = self.intercept_ if intercept_init is None else intercept_init
+        n_out, n_features = setup.n_out, setup.n_features
+        if coef_init is not None:
+            coef = np.asarray(coef_init.toarray() if sp.issparse(coef_init) else coef_init)
+            if n_out == 1:  # as scikit-learn: any shape of n_features weights
+                shape = f"({n_features},) or (1, {n_features})"
+                fits = coef.size == n_features and coef.ndim <= 2
+            else:
+                shape = f"({n_out}, {n_features}) (classes, features)"
+                fits = coef.shape == (n_out, n_features)
+            if not fits:
+                raise ValueError(
+                    f"Provided {names[0]} does not match dataset: its shape must be {shape}; "
+                    f"got {coef.shape}."
+                )
+            weights.v[:] = coef.ravel()
+        if intercept_init is not None:
+            intercept = np.asarray(intercept_init, np.float64)
+            allowed = [(n_out,)] + ([()] if n_out == 1 else [])
+            if intercept.shape not in allowed:
+                shapes = " or ".join(map(str, allowed))
+                raise ValueError(
+                    f"Provided {names[1]} does not match dataset: its shape must be {shapes}; "
+                    f"got {intercept.shape}."
+                )
+            weights.intercept[:] = intercept
+        return weights
+
+    def _stops_early(self, n_rows, partial):
+        """Whether a fit of ``n_rows`` rows (all ranks together) holds rows out and stops
+        on their score: ``early_stopping``, where ``"auto"`` means with
+        :data:`EARLY_STOPPING_ROWS` rows or more, and a ``tol`` to stop by (never for
+        ``partial_fit``)."""
+        if partial or not self.early_stopping:
+            return False
+        if isinstance(self.early_stopping, str):  # "auto"
+            return self.tol is not None and n_rows >= EARLY_STOPPING_ROWS
+        return True
+
+    def _hold_out(self, comm, y, row_weight, setup):
+        """Which rows to set aside for early stopping: ``validation_fraction`` of them,
+        the same rows however many ranks hold them (:mod:`sparcml_apps.training.holdout`),
+        stratified by class; a mask of this rank's rows."""
+        if not setup.classifier:
+            strata, n_strata = np.zeros(y.size, np.int64), 1
+        elif setup.multiclass:
+            strata, n_strata = y.astype(np.int64), setup.n_out
+        else:
+            strata, n_strata = (y > 0).astype(np.int64), 2
+        most = EARLY_STOPPING_ROWS if isinstance(self.early_stopping, str) else None  # "auto"
+        held = holdout.held_out(
+            strata, n_strata, self.validation_fraction, setup.seed, comm, most=most
+        )
+        held_weight = np.array([row_weight[held].sum()])
+        if collectives.allreduce(held_weight, comm, algorithm="dense")[0] == 0:
+            raise ValueError(
+                "The sample weights for validation set are all zero, consider using a "
+                "different random state."
+            )
+        return held
+
+    def _detached(self):
+        """A bare copy to send to other processes: the same parameters and state, with no
+        communicator or processes of its own."""
+        child = self.__class__.__new__(self.__class__)
+        child.__dict__.update(self.__dict__)
+        child.n_jobs = child.comm = None
+        return child
+
+    def _fitted_state(self, *, plain=False):
+        """What fitting adds: the attributes ending in ``_`` and the training state; with
+        ``plain``, the training state as a dict of its arrays (Dask sends the arrays of a
+        dict as they are, and those of an object pickled: one more copy). See
+        :meth:`_take_state`."""
+        state = {k: v for k, v in self.__dict__.items() if k.endswith("_") or k == "_weights"}
+        if plain and "_weights" in state:
+            state["_weights"] = state["_weights"].arrays()
+        return state
+
+    def _take_state(self, state):
+        """Take the fitted state that :meth:`_fitted_state` gave, plain or not."""
+        if isinstance(state.get("_weights"), dict):
+            state = {**state, "_weights": training.Weights.from_arrays(state["_weights"])}
+        self.__dict__.update(state)
+
+    def _adopt(self, fitted):
+        """Become the estimator of the :class:`FitTask` a backend fitted, but for this
+        one's own ``comm`` and ``n_jobs`` (nothing to do when it fitted this one)."""
+        copy = fitted._estimator  # the task is of this package: its estimator, not theirs
+        if copy is self:
+            return self
+        own = {"n_jobs": self.n_jobs, "comm": self.comm}
+        self.__dict__.clear()
+        self.__dict__.update({**copy.__dict__, **own})
+        return self
+
+    def _set_model(self, coef, intercept, dtype):
+        """``coef_`` and ``intercept_`` as scikit-learn shapes them, in the data's dtype."""
+        if not isinstance(self, ClassifierMixin):
+            coef = coef.ravel()
+        self.coef_, self.intercept_ = coef.astype(dtype), intercept.astype(dtype)
+
+    def _report_to_callback(self, record, weights, *, dtype, comm):
+        self._set_model(*self._model_of(weights, comm), dtype)
+        self.callback(self, record.as_dict())
+
+    def _model_of(self, weights, comm, agree=False):
+        """The weights and intercepts the model is: averaged (over the ranks of ``comm``;
+        with ``agree`` they then hold the same state), or current."""
+        if self.average:
+            return weights.averaged(comm, agree=agree)
+        return weights.coef(), weights.intercept
+
+    def _store(self, weights, history, dtype, comm):
+        """Keep the training state and set the fitted attributes (every rank alike)."""
+        self._weights = weights
+        self._set_model(*self._model_of(weights, comm, agree=True), dtype)
+        self.n_iter_ = len(history)
+        self.t_ = weights.t
+        self.comm_stats_ = [record.as_dict() for record in history]
+
+    # -- using the model --------------------------------------------------------------
+
+    def densify(self):
+        """Convert a sparse ``coef_`` (after :meth:`sparsify`) back to a dense array."""
+        check_is_fitted(self)
+        if sp.issparse(self.coef_):
+            self.coef_ = self.coef_.toarray()
+        return self
+
+    def sparsify(self):
+        """Convert ``coef_`` to a scipy CSR matrix (smaller when most weights are zero)."""
+        check_is_fitted(self)
+        self.coef_ = sp.csr_matrix(self.coef_)
+        return self
+
+    def _raw_scores(self, X):
+        X = validate_predict_data(self, X)
+        return np.asarray(safe_sparse_dot(X, self.coef_.T, dense_output=True)) + self.intercept_
