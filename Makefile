@@ -45,9 +45,10 @@ COMMA := ,
 CALIBRATED := $(RESULTS)/calibration.json
 CALIBRATED_1GBIT := $(RESULTS)/calibration-1gbit.json
 bench: $(VENV)/.installed-test,bench peers
-	$(BENCH) peers $(B) --datasets $(if $(A9A),$(A9A)$(COMMA)$(A9A).t) url-like url-like-dense
+	$(BENCH) peers $(B) --datasets $(if $(A9A),$(A9A)$(COMMA)$(A9A).t) url-like url-like-dense url-like-flat
 	$(BENCH) scaling $(B) $(if $(QUICK),,--datasets url-like url-like-dense $(if $(A9A),$(A9A)$(COMMA)$(A9A).t))
-	$(BENCH) stopping $(B) $(if $(QUICK),,--datasets url-like url-like-dense url-like-flat $(if $(A9A),$(A9A)$(COMMA)$(A9A).t))
+	$(BENCH) stopping $(if $(QUICK),$(B),--out $(RESULTS)/stopping-ranks --datasets url-like url-like-dense url-like-flat $(if $(A9A),$(A9A)$(COMMA)$(A9A).t))
+	$(if $(QUICK),,$(BENCH) stopping --out $(RESULTS)/stopping-two-cores --datasets url-like --rows 500000 --ranks 1 2 --seeds 5)
 	$(BENCH) train $(B) $(if $(QUICK),,--datasets url-like $(if $(A9A),$(A9A)$(COMMA)$(A9A).t --n-features 123))
 	$(BENCH) calibrate --path $(CALIBRATED) $(if $(QUICK),--quick)
 	SPARCML_CALIBRATION=$(CALIBRATED) $(BENCH) allreduce $(B)
@@ -59,7 +60,7 @@ bench: $(VENV)/.installed-test,bench peers
 	$(BENCH) overlap $(B)
 	$(BENCH) projection $(B) --calibration $(CALIBRATED_1GBIT)
 	$(BENCH) parse $(B)
-	$(BENCH) jobs $(B)
+	$(BENCH) jobs $(B) $(if $(QUICK),,--repeats 5)
 	$(BENCH) fullsize $(B)
 	$(if $(QUICK),,$(BIN)/python -m pytest -q -m bench)
 
