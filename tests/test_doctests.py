@@ -1,14 +1,21 @@
-"""The docstrings of ``collectives`` and ``sparcml_apps.datasets``: their examples run,
-and the public API has them.
+"""The docstrings of ``collectives`` and of ``sparcml_apps``' public packages
+(``datasets``, ``estimators``, ``jobs``, ``cluster`` and the backends' ``fit``): their
+examples run, and the public API has them.
 
 Public: what a package's ``__all__`` exports (for ``collectives``, the public functions and
 classes of the modules ``cost_model`` and ``thresholds`` among them, and the request that
-``iallreduce`` returns), and their public methods and properties. Each has a numpydoc
-docstring: a one-line summary; ``Parameters`` naming every parameter of its signature and
-nothing else; ``Returns`` (or ``Yields``) where a function or method returns a value;
-``Examples`` for every function (in ``collectives``, every class too; errors need none).
-Each public constant of the modules that hold them has a docstring under it, and every
-constant a package exports is in one of those modules.
+``iallreduce`` returns; for ``sparcml_apps.backends``, which exports nothing, the ``fit`` of
+each backend), and their public methods and properties, those a class inherits from a class
+of the same project included (those of scikit-learn's mixins keep scikit-learn's
+docstrings). Each has a numpydoc docstring: a one-line summary; ``Parameters`` naming every
+parameter of its signature and nothing else; ``Returns`` (or ``Yields``) where a function or
+method returns a value; ``Examples`` for every function (in ``collectives`` and
+``sparcml_apps.estimators``, every class too; errors need none). Each public constant of the
+modules that hold them has a docstring under it, and every constant a package exports is in
+one of those modules.
+
+The examples that run are those of every module of a package (all levels), and of a module
+that re-exports (``sparcml_apps.jobs``), those of the modules that define what it exports.
 """
 
 import ast
@@ -21,16 +28,41 @@ import textwrap
 
 import pytest
 
-PACKAGES = ["collectives", "sparcml_apps.datasets"]
-MIN_EXAMPLES = {"collectives": 150, "sparcml_apps.datasets": 150}
+PACKAGES = [
+    "collectives",
+    "sparcml_apps.datasets",
+    "sparcml_apps.estimators",
+    "sparcml_apps.jobs",
+    "sparcml_apps.cluster",
+    "sparcml_apps.backends",
+]
+MIN_EXAMPLES = {
+    "collectives": 150,
+    "sparcml_apps.datasets": 150,
+    "sparcml_apps.estimators": 120,
+    "sparcml_apps.jobs": 45,
+    "sparcml_apps.cluster": 12,
+    "sparcml_apps.backends": 60,
+}
 """The fewest examples (``>>>`` lines) each package's docstrings hold in all."""
 EXAMPLES_FOR = {
     "collectives": ("class", "error", "function"),
     "sparcml_apps.datasets": ("function",),
+    "sparcml_apps.estimators": ("class", "function"),
+    "sparcml_apps.jobs": ("function",),
+    "sparcml_apps.cluster": ("function",),
+    "sparcml_apps.backends": ("function",),
 }
 """The kinds of public objects that must have ``Examples``, by package."""
-EXTRA_PUBLIC = {"collectives": [("Request", "collectives._nonblocking")]}
-"""Public classes a package does not export: (name, module); what ``iallreduce`` returns."""
+EXTRA_PUBLIC = {
+    "collectives": [("Request", "collectives._nonblocking")],
+    "sparcml_apps.backends": [
+        (f"{backend}.fit", f"sparcml_apps.backends.{backend}")
+        for backend in ("communicator", "dask_cluster", "in_process", "pool")
+    ],
+}
+"""Public objects a package does not export: (name, module that holds it as the name's last
+part): what ``iallreduce`` returns; the ``fit`` of each backend."""
 CONSTANT_MODULES = {
     "collectives": ["collectives.cost_model", "collectives.thresholds", "collectives._quantize"],
     "sparcml_apps.datasets": [
@@ -38,34 +70,49 @@ CONSTANT_MODULES = {
         "sparcml_apps.datasets._synthetic",
         "sparcml_apps.datasets._url_like_file",
     ],
+    "sparcml_apps.estimators": ["sparcml_apps.estimators._base"],
+    "sparcml_apps.jobs": [],
+    "sparcml_apps.cluster": ["sparcml_apps.cluster._bootstrap"],
+    "sparcml_apps.backends": [
+        "sparcml_apps.backends.dask_cluster",
+        "sparcml_apps.backends.pool.limits",
+    ],
 }
 """The modules whose public constants must have docstrings, by package."""
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 def _modules(package):
-    path = importlib.import_module(package).__path__
-    return [package] + sorted(info.name for info in pkgutil.iter_modules(path, f"{package}."))
+    """``package`` and its modules, all levels; for a module that is no package, it and the
+    modules that define what it exports."""
+    top = importlib.import_module(package)
+    if not hasattr(top, "__path__"):
+        defining = {getattr(top, name).__module__ for name in top.__all__} - {package}
+        return [package] + sorted(defining)
+    found = pkgutil.walk_packages(top.__path__, f"{package}.")
+    return [package] + sorted(info.name for info in found)
 
 
-MODULES = [(package, name) for package in PACKAGES for name in _modules(package)]
+MODULES = list(dict.fromkeys(name for package in PACKAGES for name in _modules(package)))
+"""Every module whose examples run, once."""
 
 
-def _examples(module, package):
+def _examples(module):
     # globs={}: every docstring imports what its examples use
     return [
         test
         for test in doctest.DocTestFinder().find(module, globs={})
-        if test.examples and (test.name == package or test.name.startswith(f"{package}."))
+        if test.examples
+        and (test.name == module.__name__ or test.name.startswith(f"{module.__name__}."))
     ]
 
 
-@pytest.mark.parametrize(("package", "name"), MODULES, ids=[name for _, name in MODULES])
-def test_examples_run(package, name):
+@pytest.mark.parametrize("name", MODULES)
+def test_examples_run(name):
     module = importlib.import_module(name)
     runner = doctest.DocTestRunner(optionflags=FLAGS)
     report = []
-    for test in _examples(module, package):
+    for test in _examples(module):
         runner.run(test, out=report.append)
     results = runner.summarize(verbose=False)
     assert results.failed == 0, "".join(report)
@@ -76,7 +123,7 @@ def test_there_are_examples(package):
     count = sum(
         len(test.examples)
         for name in _modules(package)
-        for test in _examples(importlib.import_module(name), package)
+        for test in _examples(importlib.import_module(name))
     )
     assert count >= MIN_EXAMPLES[package]
 
@@ -88,15 +135,24 @@ def _public_api(package):
 
     def add_class(qualname, cls):
         found[qualname] = (cls, "error" if issubclass(cls, BaseException) else "class")
-        for name, member in vars(cls).items():
-            if name.startswith("_"):
-                continue
-            if isinstance(member, property):
-                found[f"{qualname}.{name}"] = (member.fget, "property")
-            elif isinstance(member, staticmethod | classmethod):
-                found[f"{qualname}.{name}"] = (member.__func__, "method")
-            elif inspect.isfunction(member):
-                found[f"{qualname}.{name}"] = (member, "method")
+        project = cls.__module__.split(".")[0]
+        seen = set()
+        for klass in cls.__mro__:  # the member that attribute lookup finds
+            ours = klass.__module__.split(".")[0] == project
+            for name, member in vars(klass).items():
+                if name.startswith("_") or name in seen:
+                    continue
+                seen.add(name)
+                if not ours:
+                    continue
+                if isinstance(member, property):
+                    found[f"{qualname}.{name}"] = (member.fget, "property")
+                elif isinstance(member, staticmethod | classmethod):
+                    found[f"{qualname}.{name}"] = (member.__func__, "method")
+                elif inspect.isfunction(member):
+                    found[f"{qualname}.{name}"] = (member, "method")
+                elif inspect.isfunction(getattr(member, "fn", None)):  # available_if
+                    found[f"{qualname}.{name}"] = (member.fn, "method")
 
     def add(qualname, obj):
         if inspect.isclass(obj):
@@ -105,7 +161,7 @@ def _public_api(package):
             found[qualname] = (obj, "function")
 
     top = importlib.import_module(package)
-    for name in top.__all__:
+    for name in getattr(top, "__all__", []):
         obj = getattr(top, name)
         if inspect.ismodule(obj):
             for member_name, member in vars(obj).items():
@@ -116,7 +172,7 @@ def _public_api(package):
         else:
             add(f"{package}.{name}", obj)
     for name, module in EXTRA_PUBLIC.get(package, []):
-        add(f"{package}.{name}", getattr(importlib.import_module(module), name))
+        add(f"{package}.{name}", getattr(importlib.import_module(module), name.split(".")[-1]))
     return found
 
 
@@ -190,6 +246,19 @@ def test_the_public_api_is_known():
     for name in ("load", "make_url_like", "Catalog", "ParseError"):
         assert f"sparcml_apps.datasets.{name}" in PUBLIC
     assert sum(package == "sparcml_apps.datasets" for package, _, _ in PUBLIC.values()) >= 24
+    for name in (
+        "SparseSGDClassifier.fit",
+        "SparseSGDClassifier.predict_proba",  # behind scikit-learn's available_if
+        "SparseSGDClassifier.densify",  # of the estimators' base class
+        "SparseSGDRegressor.sparsify",
+        "FitTask.run",
+    ):
+        assert f"sparcml_apps.estimators.{name}" in PUBLIC
+    assert "sparcml_apps.estimators.SparseSGDClassifier.score" not in PUBLIC  # scikit-learn's
+    for name in ("jobs.pool", "jobs.Pool.start", "jobs.Pool.pids", "cluster.initialize"):
+        assert f"sparcml_apps.{name}" in PUBLIC
+    for backend in ("communicator", "dask_cluster", "in_process", "pool"):
+        assert f"sparcml_apps.backends.{backend}.fit" in PUBLIC
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC))
@@ -241,7 +310,7 @@ def test_exported_constants_are_checked(package):
     top = importlib.import_module(package)
     constants = {
         name
-        for name in top.__all__
+        for name in getattr(top, "__all__", [])
         if not (inspect.ismodule(obj := getattr(top, name)) or callable(obj))
     }
     checked = {

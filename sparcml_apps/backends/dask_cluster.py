@@ -18,14 +18,53 @@ POLL_SECONDS = 0.2
 
 
 def fit(task, X, y, *, sample_weight=None):
-    """Fit ``task`` (:class:`sparcml_apps.estimators.FitTask`) on the workers of the active
-    Dask client; a detached copy of the task that took the fitted state.
+    """Fit ``task`` on the workers of the active Dask client; the copy of the task that fitted.
 
+    The copy is a detached one of the task (:class:`sparcml_apps.estimators.FitTask`).
     ``X`` is a Dask array chunked by rows (scipy CSR, pydata ``sparse`` or dense chunks),
     ``y`` and ``sample_weight`` Dask or numpy arrays of as many rows. The chunks are
     computed where Dask places them; each worker then trains, over the workers' MPI
     communicator, on the chunks it holds, concatenated in row order (a worker that holds
     none takes part with no rows).
+
+    Parameters
+    ----------
+    task : sparcml_apps.estimators.FitTask
+        The call of ``fit`` or ``partial_fit``.
+    X : dask.array.Array of shape (n_samples, n_features)
+        The rows, chunked by rows.
+    y : dask.array.Array or array-like of shape (n_samples,)
+        The targets.
+    sample_weight : dask.array.Array or array-like of shape (n_samples,), default=None
+        The weight of each row (None: all 1).
+
+    Returns
+    -------
+    FitTask
+        A detached copy of ``task`` that holds what the workers fitted (the estimator
+        takes it over).
+
+    Raises
+    ------
+    ValueError
+        When there is no Dask client or the arrays do not fit together, and what the
+        estimator's ``fit`` raises on bad data or arguments.
+    collectives.RankError
+        When a worker fails or is lost during the fit.
+
+    Examples
+    --------
+    What ``SparseSGDClassifier().fit(X, y)`` does with a Dask array ``X``, on the client
+    of an MPI job started by :func:`sparcml_apps.cluster.initialize`:
+
+    >>> import dask.array as da
+    >>> from sparcml_apps import SparseSGDClassifier
+    >>> from sparcml_apps.backends import dask_cluster
+    >>> from sparcml_apps.estimators import FitTask
+    >>> X = da.random.random((10_000, 50), chunks=(2_500, 50))  # doctest: +SKIP
+    >>> y = (X[:, 0] > 0.5).astype(int)  # doctest: +SKIP
+    >>> task = FitTask(SparseSGDClassifier(random_state=0), "fit", {})
+    >>> fitted = dask_cluster.fit(task, X, y)  # doctest: +SKIP
     """
     client = _client()
     ranks = _worker_ranks(client)

@@ -6,7 +6,9 @@ import os
 import sys
 import time
 
-CLIENT_RANK = 1  # dask-mpi: rank 0 runs the scheduler, rank 1 the client, the rest workers
+CLIENT_RANK = 1
+"""The rank that runs the client code (as in dask-mpi: rank 0 runs the scheduler, the ranks
+after this one a worker each)."""
 SHUTDOWN_SECONDS = 30
 """How long the client waits for the workers to retire before it ends the job."""
 
@@ -57,6 +59,31 @@ def initialize(
     -------
     bool
         True, on rank 1; the other ranks exit.
+
+    Raises
+    ------
+    ValueError
+        When the job has fewer than 3 ranks.
+
+    See Also
+    --------
+    shutdown : Stop the cluster (at exit, or by hand).
+
+    Examples
+    --------
+    A script that every rank of ``mpiexec -n 4 python script.py`` runs; the client goes
+    on past ``initialize`` and fits on the 2 workers:
+
+    >>> import dask.array as da
+    >>> from distributed import Client
+    >>> from sparcml_apps import SparseSGDClassifier
+    >>> from sparcml_apps.cluster import initialize
+    >>> initialize()  # doctest: +SKIP
+    True
+    >>> client = Client()  # doctest: +SKIP
+    >>> X = da.random.random((10_000, 50), chunks=(2_500, 50))  # doctest: +SKIP
+    >>> y = (X[:, 0] > 0.5).astype(int)  # doctest: +SKIP
+    >>> model = SparseSGDClassifier().fit(X, y)  # doctest: +SKIP
     """
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     import dask_mpi
@@ -114,6 +141,27 @@ def worker_comm(world_ranks):
     Made on first use, collectively over those ranks only (``MPI_Comm_create_group``), and
     kept: every member must call it with the same ranks. Ranks started by
     :func:`initialize` find theirs made already (by ``Split``, before the cluster started).
+
+    Parameters
+    ----------
+    world_ranks : sequence of int
+        The ``COMM_WORLD`` ranks of the members, in the order of their ranks in the
+        communicator; this rank among them.
+
+    Returns
+    -------
+    mpi4py.MPI.Intracomm
+        The communicator of those ranks (the same object on every later call).
+
+    Examples
+    --------
+    On the workers of a job started by :func:`initialize` under ``mpiexec -n 4``, ranks 2
+    and 3:
+
+    >>> from sparcml_apps.cluster import worker_comm
+    >>> comm = worker_comm((2, 3))  # doctest: +SKIP
+    >>> comm.Get_size(), comm is worker_comm([2, 3])  # doctest: +SKIP
+    (2, True)
     """
     from mpi4py import MPI
 
@@ -152,6 +200,29 @@ def shutdown(client=None):
     started by :func:`initialize`, when workers are stuck in a collective (a worker was
     lost during ``fit``) or do not retire within ``SHUTDOWN_SECONDS``, it ends the whole
     MPI job with ``MPI_Abort``; elsewhere it raises.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        A client of the cluster. Default: this process's default client, else a client
+        of the scheduler that the dask config names (closed again after).
+
+    Raises
+    ------
+    OSError
+        When no client is given or found and no scheduler answers within
+        ``SHUTDOWN_SECONDS``.
+    Exception
+        Outside a job started by :func:`initialize`, what retiring the workers or
+        stopping the scheduler raised.
+
+    Examples
+    --------
+    On the client (rank 1) of a job started by :func:`initialize`, to stop the cluster
+    before the script ends:
+
+    >>> from sparcml_apps.cluster import shutdown
+    >>> shutdown()  # doctest: +SKIP
     """
     from distributed import Client, default_client
 

@@ -30,7 +30,9 @@ from ._validation import (
     validate_predict_data,
 )
 
-SPARSE_INTERCEPT_DECAY = 0.01  # as scikit-learn: sparse rows update the intercept less
+SPARSE_INTERCEPT_DECAY = 0.01
+"""How much of a step the intercept takes when ``X`` is sparse (1 when it is dense), as in
+scikit-learn: the intercept sees every row, each weight only the rows that hold its column."""
 EARLY_STOPPING_ROWS = 10_000
 """With ``early_stopping="auto"``, a fit of this many rows or more (all ranks together)
 holds ``validation_fraction`` of them out, at most this many, and stops on their score:
@@ -431,14 +433,68 @@ class SparseSGD(BaseEstimator):
     # -- using the model --------------------------------------------------------------
 
     def densify(self):
-        """Convert a sparse ``coef_`` (after :meth:`sparsify`) back to a dense array."""
+        """Convert a sparse ``coef_`` (after :meth:`sparsify`) back to a dense array.
+
+        A ``coef_`` that is dense already stays as it is.
+
+        Returns
+        -------
+        self : object
+            This estimator.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before the first fit.
+
+        See Also
+        --------
+        sparsify : Convert ``coef_`` to a scipy CSR matrix.
+
+        Examples
+        --------
+        >>> from sparcml_apps import SparseSGDClassifier
+        >>> from sparcml_apps.datasets import make_url_like
+        >>> X, y = make_url_like(3000, 10_000, 20, random_state=0)
+        >>> model = SparseSGDClassifier(random_state=0).fit(X, y).sparsify()
+        >>> type(model.densify().coef_).__name__, model.coef_.shape
+        ('ndarray', (1, 10000))
+        """
         check_is_fitted(self)
         if sp.issparse(self.coef_):
             self.coef_ = self.coef_.toarray()
         return self
 
     def sparsify(self):
-        """Convert ``coef_`` to a scipy CSR matrix (smaller when most weights are zero)."""
+        """Convert ``coef_`` to a scipy CSR matrix (smaller when most weights are zero).
+
+        Prediction takes either form; the next fit sets a dense ``coef_`` again.
+
+        Returns
+        -------
+        self : object
+            This estimator.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before the first fit.
+
+        See Also
+        --------
+        densify : Convert a sparse ``coef_`` back to a dense array.
+
+        Examples
+        --------
+        >>> from sparcml_apps import SparseSGDClassifier
+        >>> from sparcml_apps.datasets import make_url_like
+        >>> X, y = make_url_like(3000, 10_000, 20, random_state=0)
+        >>> model = SparseSGDClassifier(penalty="l1", random_state=0).fit(X, y)
+        >>> model.sparsify().coef_.format, model.coef_.shape
+        ('csr', (1, 10000))
+        >>> model.coef_.nnz < 10_000
+        True
+        """
         check_is_fitted(self)
         self.coef_ = sp.csr_matrix(self.coef_)
         return self

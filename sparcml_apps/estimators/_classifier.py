@@ -46,6 +46,13 @@ comm_stats_ : list of dict
 resumed_from_ : str or None
     The checkpoint folder the last fit resumed from.
 
+See Also
+--------
+SparseSGDRegressor : The regressor, trained alike.
+sklearn.linear_model.SGDClassifier : scikit-learn's, in one process.
+sparcml_apps.jobs.pool : The worker processes of ``n_jobs``.
+sparcml_apps.cluster.initialize : Dask on MPI, for fits on Dask arrays.
+
 Examples
 --------
 >>> from sklearn.datasets import make_classification
@@ -55,7 +62,18 @@ Examples
 >>> model.score(X, y) > 0.9
 True
 >>> model.predict_proba(X[:2]).shape
-(2, 2)""",
+(2, 2)
+
+Sparse rows, such as those of LIBSVM's ``url`` (here a small synthetic copy), are taken as
+they are:
+
+>>> from sparcml_apps.datasets import make_url_like
+>>> X, y = make_url_like(3000, 10_000, 20, random_state=0)
+>>> model = SparseSGDClassifier(random_state=0).fit(X[:2000], y[:2000])
+>>> round(model.score(X[2000:], y[2000:]), 2)
+0.74
+>>> model.coef_.shape, model.classes_
+((1, 10000), array([-1.,  1.]))""",
     )
 
     _passive_aggressive_loss = "hinge"  # the loss learning_rate="pa1" and "pa2" go with
@@ -64,7 +82,72 @@ True
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
-        """Fit the model for up to ``max_iter`` epochs (all ranks of ``comm`` together)."""
+        """Fit the model for up to ``max_iter`` epochs (all ranks of ``comm`` together).
+
+        It starts from ``coef_init`` and ``intercept_init``, else (with ``warm_start``)
+        from the last fit, else from zeros; ``early_stopping`` and ``tol`` decide when it
+        stops. With ``comm``, every rank of it calls ``fit`` with its own rows, and every
+        rank ends with the same model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The rows (this rank's, with ``comm``): dense, scipy sparse or pydata
+            ``sparse``, float64 or float32 (other dtypes become float64); a Dask array
+            fits on the workers of a Dask cluster.
+        y : array-like of shape (n_samples,)
+            The class of each row.
+        coef_init : ndarray of shape (1, n_features) or (n_classes, n_features), default=None
+            The weights to start from.
+        intercept_init : ndarray of shape (1,) or (n_classes,), default=None
+            The intercepts to start from.
+        sample_weight : array-like of shape (n_samples,), default=None
+            The weight of each row (None: all 1).
+
+        Returns
+        -------
+        self : object
+            This estimator, fitted.
+
+        Raises
+        ------
+        ValueError
+            When a parameter is out of its range (scikit-learn's ``InvalidParameterError``,
+            a ValueError) or the parameters do not go together; when ``X``, ``y``,
+            ``sample_weight``, ``coef_init`` or ``intercept_init`` do not fit (their
+            shapes, NaN or infinite values, a single class); with ``comm``, when the ranks'
+            data or parameters differ where they must agree.
+        collectives.RankError
+            With ``comm`` or ``n_jobs``: another rank, or a worker, failed; its rank and
+            its error are in the message.
+
+        Warns
+        -----
+        sklearn.exceptions.ConvergenceWarning
+            When ``max_iter`` epochs ran without meeting ``tol``.
+        RuntimeWarning
+            When the steps diverged (the slope of the loss was clipped).
+
+        See Also
+        --------
+        partial_fit : One epoch, continuing from the last call.
+
+        Examples
+        --------
+        >>> from sparcml_apps import SparseSGDClassifier
+        >>> from sparcml_apps.datasets import make_url_like
+        >>> X, y = make_url_like(3000, 10_000, 20, random_state=0)
+        >>> model = SparseSGDClassifier(random_state=0).fit(X[:2000], y[:2000])
+        >>> round(model.score(X[2000:], y[2000:]), 2)
+        0.74
+
+        Without ``classes`` in ``y``, it raises:
+
+        >>> SparseSGDClassifier().fit(X[:2], [1, 1])
+        Traceback (most recent call last):
+        ...
+        ValueError: The number of classes has to be greater than one; got 1 class: [1].
+        """
         return self._fit_dispatch(
             X,
             y,
@@ -76,7 +159,55 @@ True
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None, sample_weight=None):
-        """One epoch over ``(X, y)``; ``classes`` is required on the first call."""
+        """One epoch over ``(X, y)``; ``classes`` is required on the first call.
+
+        The first call starts from zeros, each later one from where the last one ended
+        (``coef_`` and the training state, such as the averages and the steps taken). It
+        never stops early: ``early_stopping`` must be False or "auto", and ``checkpoint``
+        None.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The rows (this rank's, with ``comm``), as :meth:`fit` takes them.
+        y : array-like of shape (n_samples,)
+            The class of each row, one of ``classes``.
+        classes : array-like of shape (n_classes,), default=None
+            Every class of all calls: required on the first call; a later call may pass
+            the same ones again.
+        sample_weight : array-like of shape (n_samples,), default=None
+            The weight of each row (None: all 1).
+
+        Returns
+        -------
+        self : object
+            This estimator, fitted one epoch further.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`fit`; also when the first call has no ``classes``, a later one
+            other ``classes``, ``y`` a label not among them, ``X`` another number of
+            columns than the first call's; with ``early_stopping=True``, a
+            ``checkpoint`` or ``class_weight="balanced"``.
+        collectives.RankError
+            With ``comm`` or ``n_jobs``: another rank, or a worker, failed.
+
+        Examples
+        --------
+        >>> from sparcml_apps import SparseSGDClassifier
+        >>> from sparcml_apps.datasets import make_url_like
+        >>> X, y = make_url_like(3000, 10_000, 20, random_state=0)
+        >>> model = SparseSGDClassifier(loss="log_loss", random_state=0)
+        >>> for rows in (slice(0, 1000), slice(1000, 2000)):
+        ...     model = model.partial_fit(X[rows], y[rows], classes=[-1, 1])
+        >>> int(model.t_), round(model.score(X[2000:], y[2000:]), 2)
+        (2001, 0.71)
+        >>> SparseSGDClassifier().partial_fit(X[:10], y[:10])
+        Traceback (most recent call last):
+        ...
+        ValueError: classes must be passed on the first call to partial_fit.
+        """
         return self._fit_dispatch(
             X, y, method="partial_fit", classes=classes, sample_weight=sample_weight
         )
@@ -146,12 +277,79 @@ True
         return weights
 
     def decision_function(self, X):
-        """Confidence scores: shape (n_samples,) for two classes, else one column a class."""
+        """Confidence scores: shape (n_samples,) for two classes, else one column a class.
+
+        A row's score for a class is its distance, in the model's units, from the
+        hyperplane of that class: ``X @ coef_.T + intercept_``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The rows to score, of the width of the rows fitted.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+            With two classes, each row's score for ``classes_[1]`` (positive: that
+            class); with more, each row's score for every class.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before the first fit.
+        ValueError
+            When ``X`` has another number of columns than the rows fitted, or NaN or
+            infinite values.
+
+        Examples
+        --------
+        >>> from sparcml_apps import SparseSGDClassifier
+        >>> from sparcml_apps.datasets import make_url_like
+        >>> X, y = make_url_like(3000, 10_000, 20, random_state=0)
+        >>> model = SparseSGDClassifier(random_state=0).fit(X[:2000], y[:2000])
+        >>> model.decision_function(X[2000:2003]).round(2)
+        array([-0.34,  3.73, -5.84])
+        """
         scores = self._raw_scores(X)
         return scores.ravel() if scores.shape[1] == 1 else scores
 
     def predict(self, X):
-        """The class of each row."""
+        """The class of each row.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The rows, of the width of the rows fitted.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The class of each row, among ``classes_``: the one of the highest
+            :meth:`decision_function` (with two classes, ``classes_[1]`` where it is
+            positive).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before the first fit.
+        ValueError
+            When ``X`` has another number of columns than the rows fitted, or NaN or
+            infinite values.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sparcml_apps import SparseSGDClassifier
+        >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [2.0, 2.0], [2.0, 3.0]])
+        >>> y = np.array(["a", "a", "b", "b", "c", "c"])
+        >>> model = SparseSGDClassifier(random_state=0).fit(X, y)
+        >>> model.predict(X)
+        array(['a', 'a', 'b', 'c', 'c', 'c'], dtype='<U1')
+        >>> model.predict(X[:, :1])
+        Traceback (most recent call last):
+        ...
+        ValueError: X has 1 features, but SparseSGDClassifier is expecting 2 features as input.
+        """
         scores = self.decision_function(X)
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(int)]
@@ -167,7 +365,50 @@ True
 
     @available_if(_has_proba)
     def predict_proba(self, X):
-        """Probability of each class (log_loss: logistic; modified_huber: clipped)."""
+        """Probability of each class (log_loss: logistic; modified_huber: clipped).
+
+        With ``loss="log_loss"``, the logistic function of :meth:`decision_function`;
+        with ``loss="modified_huber"``, ``(clip(score, -1, 1) + 1) / 2``. With more than
+        two classes, each class's (one against the rest), normalized to sum to 1 (evenly
+        shared where all are 0). Other losses have no probabilities: the method is then
+        absent (``hasattr`` is False).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The rows, of the width of the rows fitted.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The probability of each class, in the order of ``classes_``.
+
+        Raises
+        ------
+        AttributeError
+            When ``loss`` is neither "log_loss" nor "modified_huber".
+        sklearn.exceptions.NotFittedError
+            Before the first fit.
+        ValueError
+            When ``X`` has another number of columns than the rows fitted, or NaN or
+            infinite values.
+
+        See Also
+        --------
+        predict_log_proba : Their logarithms.
+
+        Examples
+        --------
+        >>> from sparcml_apps import SparseSGDClassifier
+        >>> from sparcml_apps.datasets import make_url_like
+        >>> X, y = make_url_like(3000, 10_000, 20, random_state=0)
+        >>> model = SparseSGDClassifier(loss="log_loss", random_state=0).fit(X[:2000], y[:2000])
+        >>> model.predict_proba(X[2000:2002]).round(2)
+        array([[0.73, 0.27],
+               [0.  , 1.  ]])
+        >>> hasattr(SparseSGDClassifier(loss="hinge"), "predict_proba")
+        False
+        """
         scores = self.decision_function(X)
         binary = scores.ndim == 1
         if self.loss == "log_loss":
@@ -186,6 +427,38 @@ True
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`."""
+        """Logarithm of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The rows, of the width of the rows fitted.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The natural logarithm of the probability of each class, in the order of
+            ``classes_`` (-inf where it is 0).
+
+        Raises
+        ------
+        AttributeError
+            When ``loss`` is neither "log_loss" nor "modified_huber".
+        sklearn.exceptions.NotFittedError
+            Before the first fit.
+        ValueError
+            When ``X`` has another number of columns than the rows fitted, or NaN or
+            infinite values.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sparcml_apps import SparseSGDClassifier
+        >>> from sparcml_apps.datasets import make_url_like
+        >>> X, y = make_url_like(3000, 10_000, 20, random_state=0)
+        >>> model = SparseSGDClassifier(loss="log_loss", random_state=0).fit(X[:2000], y[:2000])
+        >>> np.allclose(np.exp(model.predict_log_proba(X[:5])), model.predict_proba(X[:5]))
+        True
+        """
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
