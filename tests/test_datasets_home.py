@@ -26,8 +26,8 @@ from sparcml_apps.datasets import (
     ChecksumError,
     ContentError,
     DataHomeError,
-    _api,
     _download,
+    _stages,
 )
 
 BIN = Path(sys.executable).parent
@@ -168,13 +168,13 @@ def test_a_wrong_record_is_named_and_forgotten(capsys, site):
 def test_load_parses_a_first_download_once(site, monkeypatch):
     """Without a published checksum, the check of the download is its conversion."""
     parses = []
-    real = _api.iter_pieces
+    real = _stages.iter_pieces
 
     def counted(*args, **kwargs):
         parses.append(args[1])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_api, "iter_pieces", counted)
+    monkeypatch.setattr(_stages, "iter_pieces", counted)
     with pytest.warns(UserWarning, match=f"recorded sha256 {site.sha}"):
         X, y = datasets.load("unpub", **options(site))
     X_ref, y_ref = load_svmlight_file(str(libsvm_dir() / "a9a"), zero_based=False)
@@ -195,14 +195,14 @@ def test_a_download_that_cannot_be_converted_for_want_of_room_is_kept(site, monk
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    write_cache = _api.write_cache
-    monkeypatch.setattr(_api, "write_cache", full)
+    write_cache = _stages.write_cache
+    monkeypatch.setattr(_stages, "write_cache", full)
     with pytest.raises(OSError, match="No space left on device"):
         datasets.load("unpub", **options(site))
     part = site.home / "downloads" / "unpub.bz2.part"
     assert sha256(part) == site.sha and entries(site) == {}
     size = part.stat().st_size
-    monkeypatch.setattr(_api, "write_cache", write_cache)
+    monkeypatch.setattr(_stages, "write_cache", write_cache)
     with pytest.warns(UserWarning, match="recorded"):
         datasets.load("unpub", **options(site))
     assert site.server.requests[1:] == [("unpub.bz2", f"bytes={size}-")]  # nothing more
@@ -448,7 +448,7 @@ def test_an_interrupted_conversion_says_what_it_left(capsys, site, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_api, "write_cache", interrupted)
+    monkeypatch.setattr(_stages, "write_cache", interrupted)
     code, out, err = cli(capsys, site, "convert", "pub")
     assert code == 130 and out == ""
     assert err == "sparcml-datasets: interrupted; nothing half-written was put in place\n"

@@ -5,31 +5,12 @@ in the data home; readers take none, so a data home that already holds what is a
 may be read-only.
 """
 
-import hashlib
-import warnings
-from functools import partial
-from typing import NamedTuple
-
-from ._cache import is_cache, read_cache, read_manifest, write_cache
-from ._catalog import read_catalog
-from ._compression import open_data
-from ._download import fetch, file_digest, progress_bar, read_progress
-from ._errors import ChecksumError, ContentError, DataHomeError, ParseError
+from ._cache import read_cache
 from ._files import write_lock
-from ._home import cache_path, data_home, download_path, manifest_path, source_url
-from ._limits import bounded, check_room
+from ._home import cache_path, download_path, source_url
+from ._limits import check_room
 from ._recorded import forget as forget_record
-from ._recorded import record, recorded
-from ._svmlight import iter_pieces
-
-
-class _Checksum(NamedTuple):
-    """The digest a dataset's file must have, and where it comes from (for errors)."""
-
-    algorithm: str
-    hexdigest: str
-    published: bool
-    origin: str
+from ._stages import check_file, convert_file, downloaded_path, fetch_file, is_current, resolve
 
 
 def download(name, *, data_home=None, mirror=None, force=False, progress=True, catalog=None):
@@ -113,8 +94,8 @@ def download(name, *, data_home=None, mirror=None, force=False, progress=True, c
     True
     >>> home.cleanup()
     """
-    cat, dataset, home = _resolve(name, catalog, data_home)
-    _fetch_file(cat, dataset, home, mirror, force, progress)
+    cat, dataset, home = resolve(name, catalog, data_home)
+    fetch_file(cat, dataset, home, mirror, force, progress)
     return download_path(home, dataset)
 
 
@@ -178,8 +159,8 @@ def verify(name, *, data_home=None, progress=True, catalog=None):
     received ...; `sparcml-datasets download tiny --force` fetches it again
     >>> home.cleanup()
     """
-    cat, dataset, home = _resolve(name, catalog, data_home)
-    return _check_file(cat, dataset, home, _downloaded(home, dataset), progress)
+    cat, dataset, home = resolve(name, catalog, data_home)
+    return check_file(cat, dataset, home, downloaded_path(home, dataset), progress)
 
 
 def forget(name, *, data_home=None, catalog=None):
@@ -238,7 +219,7 @@ def forget(name, *, data_home=None, catalog=None):
     None
     >>> home.cleanup()
     """
-    _, dataset, home = _resolve(name, catalog, data_home)
+    _, dataset, home = resolve(name, catalog, data_home)
     return forget_record(home, dataset.file)
 
 
@@ -327,19 +308,19 @@ def convert(
     ['data.npy', 'indices.npy', 'indptr.npy', 'labels.npy', 'manifest.json']
     >>> home.cleanup()
     """
-    cat, dataset, home = _resolve(name, catalog, data_home)
+    cat, dataset, home = resolve(name, catalog, data_home)
     dest = cache_path(home, dataset)
-    if not force and _is_current(cat, dataset, home, dest):
+    if not force and is_current(cat, dataset, home, dest):
         return dest
     with write_lock(home, dest):
-        if not force and _is_current(cat, dataset, home, dest):
+        if not force and is_current(cat, dataset, home, dest):
             return dest
         check_room(dataset, dest.parent)
         # a download without a checksum is checked by converting it: one parse, not two
         if download and not download_path(home, dataset).exists():
-            if _fetch_file(cat, dataset, home, mirror, False, progress, cache=dest):
+            if fetch_file(cat, dataset, home, mirror, False, progress, cache=dest):
                 return dest
-        _convert(cat, dataset, home, _downloaded(home, dataset), dest, progress)
+        convert_file(cat, dataset, home, downloaded_path(home, dataset), dest, progress)
     return dest
 
 
@@ -460,7 +441,7 @@ def dataset_url(name, *, mirror=None, catalog=None):
     ...
     ValueError: mirror must be an http:// or https:// URL; got 'ftp://mirror.example.org/libsvm'
     """
-    cat, dataset, _ = _resolve(name, catalog, None)
+    cat, dataset, _ = resolve(name, catalog, None)
     return source_url(cat, dataset, mirror)
 
 
@@ -500,219 +481,5 @@ def dataset_path(name, *, data_home=None, cache=False, catalog=None):
     >>> dataset_path("url", data_home="/srv/sparcml", cache=True)
     PosixPath('/srv/sparcml/csr/url')
     """
-    _, dataset, home = _resolve(name, catalog, data_home)
+    _, dataset, home = resolve(name, catalog, data_home)
     return cache_path(home, dataset) if cache else download_path(home, dataset)
-
-
-def _resolve(name, catalog, home):
-    cat = catalog if hasattr(catalog, "datasets") else read_catalog(catalog)
-    return cat, cat[name], data_home(home)
-
-
-def _fetch_file(cat, dataset, home, mirror, force, progress, *, cache=None):
-    """Download the file of ``dataset`` unless it is there (then verify it); return
-    whether ``cache`` was made. A download without a known checksum is parsed before it
-    is kept, and converted to ``cache`` (if given, with its lock held) while at it."""
-    target = download_path(home, dataset)
-    if not force and target.exists():
-        _check_file(cat, dataset, home, target, progress)
-        return False
-    url = source_url(cat, dataset, mirror)
-    with write_lock(home, target):
-        if not force and target.exists():  # another process has just downloaded it
-            return False
-        known = _known_checksum(cat, dataset, home)
-        fetch(
-            url,
-            target,
-            checksum=known[:2] if known else None,
-            origin=known.origin if known else None,
-            size=dataset.size,
-            accept=None if known else partial(_accept, cat, dataset, home, url, progress, cache),
-            progress=progress,
-        )
-    return cache is not None and known is None
-
-
-def _accept(cat, dataset, home, url, progress, cache, part, hexdigest):
-    """Keep a download without a checksum only if it holds the dataset; record it."""
-    try:
-        if cache is not None:  # checks and records as it converts
-            _convert(cat, dataset, home, part, cache, progress, name=url)
-            return
-        rows, nnz, _ = _count(dataset, part, url, progress)
-        _check_counts(dataset, url, rows, nnz)
-    except (ContentError, ParseError) as exc:
-        raise ContentError(
-            f"{exc}; with no published checksum, a download is kept only if it parses as "
-            "the catalogue describes it: it was deleted and nothing recorded"
-        ) from None
-    _record(home, dataset, hexdigest, url)
-
-
-def _check_file(cat, dataset, home, path, progress):
-    """Verify the file ``path`` of ``dataset`` already in the data home; its digest."""
-    known = _known_checksum(cat, dataset, home)
-    again = f"`sparcml-datasets download {dataset.name} --force` fetches it again"
-    if known:
-        hexdigest = file_digest(path, known.algorithm, progress)
-        if hexdigest != known.hexdigest:
-            raise ChecksumError(
-                path, known.algorithm, known.hexdigest, hexdigest, known.origin, again
-            )
-        return f"{known.algorithm}:{hexdigest}"
-    try:
-        rows, nnz, hexdigest = _count(dataset, path, str(path), progress)
-        _check_counts(dataset, path, rows, nnz)
-    except (ContentError, ParseError) as exc:
-        raise ContentError(f"{exc}; {again}") from None
-    try:
-        _record(home, dataset, hexdigest, str(path))
-    except DataHomeError as exc:
-        warnings.warn(f"{dataset.file} parsed as described; not recorded: {exc}", stacklevel=3)
-    return f"sha256:{hexdigest}"
-
-
-def _count(dataset, path, name, progress):
-    """``(rows, nonzeros, sha256)`` of the file ``path`` of ``dataset``, parsed as the
-    catalogue describes it; errors name the file ``name``."""
-    digest = hashlib.sha256()
-    with (
-        open_data(path, dataset.compression, dataset.member, digest=digest, name=name) as (
-            stream,
-            raw,
-        ),
-        progress_bar(path.stat().st_size, 0, f"check {dataset.name}", progress) as bar,
-    ):
-        rows = nnz = 0
-        pieces = iter_pieces(
-            stream,
-            name,
-            n_features=dataset.n_features,
-            classes=dataset.labels,
-            on_block=read_progress(bar, raw),
-            threads=None,
-        )
-        for piece in bounded(pieces, dataset, name):
-            rows += piece.row_nnz.size
-            nnz += piece.indices.size
-        return rows, nnz, raw.finish()
-
-
-def _convert(cat, dataset, home, source, dest, progress, name=None):
-    """Write the CSR cache ``dest`` from the file ``source`` (``name`` in errors and
-    records), checked as it is read."""
-    known = _known_checksum(cat, dataset, home)
-    digest = hashlib.new(known.algorithm if known else "sha256")
-    name = name or str(source)
-    described = f"{name}:{dataset.member}" if dataset.member else name
-    info = {"dataset": dataset.name, "source": dataset.file, "member": dataset.member}
-    with (
-        open_data(source, dataset.compression, dataset.member, digest=digest, name=name) as (
-            stream,
-            raw,
-        ),
-        progress_bar(source.stat().st_size, 0, f"convert {dataset.name}", progress) as bar,
-    ):
-
-        def same_file():
-            """The digest of the whole file, which must be the known one, if any."""
-            hexdigest = raw.finish()
-            if known and hexdigest != known.hexdigest:
-                raise ChecksumError(
-                    source,
-                    known.algorithm,
-                    known.hexdigest,
-                    hexdigest,
-                    known.origin,
-                    f"the file changed after its download: `sparcml-datasets download "
-                    f"{dataset.name} --force` fetches it again",
-                )
-            return hexdigest
-
-        def check(manifest):
-            hexdigest = same_file()
-            rows, nnz = manifest["shape"][0], manifest["nnz"]
-            if known and known.published:  # the file is the published one: the figures err
-                if message := _counts_differ(dataset, rows, nnz):
-                    warnings.warn(f"{dataset.name}: {message}", stacklevel=6)
-            else:
-                _check_counts(dataset, name, rows, nnz)
-            if not known:
-                _record(home, dataset, hexdigest, name)
-            manifest["source_checksum"] = f"{digest.name}:{hexdigest}"
-
-        pieces = iter_pieces(
-            stream,
-            described,
-            n_features=dataset.n_features,
-            classes=dataset.labels,
-            on_block=read_progress(bar, raw),
-            threads=None,
-        )
-        pieces = bounded(pieces, dataset, described)
-        try:
-            return write_cache(pieces, dest, n_features=dataset.n_features, info=info, check=check)
-        except ContentError:
-            if known:  # too many rows in a file that changed: the change is the error
-                same_file()
-            raise
-
-
-def _is_current(cat, dataset, home, dest):
-    """Whether ``dest`` is a CSR cache made from the file the known checksum names."""
-    if not is_cache(dest):
-        return False
-    known = _known_checksum(cat, dataset, home)
-    if known is None:
-        return True
-    try:
-        made_from = read_manifest(dest).get("source_checksum")
-    except ValueError:
-        return False
-    return made_from == f"{known.algorithm}:{known.hexdigest}"
-
-
-def _downloaded(home, dataset):
-    target = download_path(home, dataset)
-    if not target.exists():
-        raise FileNotFoundError(
-            f"{target}: dataset {dataset.name!r} is not downloaded; "
-            f"run `sparcml-datasets download {dataset.name}`"
-        )
-    return target
-
-
-def _known_checksum(cat, dataset, home):
-    if dataset.checksum:
-        return _Checksum(*dataset.checksum, True, f"published in the catalogue {cat.source}")
-    sha256 = recorded(home, dataset.file)
-    if sha256 is None:
-        return None
-    origin = (
-        f"recorded at its first download in {manifest_path(home)}; "
-        f"`sparcml-datasets forget {dataset.name}` forgets it"
-    )
-    return _Checksum("sha256", sha256, False, origin)
-
-
-def _record(home, dataset, hexdigest, origin):
-    record(home, dataset.file, hexdigest, origin)
-    warnings.warn(
-        f"{dataset.file} has no published checksum: recorded sha256 {hexdigest} "
-        f"in {manifest_path(home)}; it is checked from now on",
-        stacklevel=3,
-    )
-
-
-def _check_counts(dataset, source, rows, nnz):
-    if message := _counts_differ(dataset, rows, nnz):
-        raise ContentError(f"{source}: {message}")
-
-
-def _counts_differ(dataset, rows, nnz):
-    """What differs between the rows and nonzeros of a file and the catalogue's, or None."""
-    if rows == dataset.n_samples and dataset.nnz in (None, nnz):
-        return None
-    listed = f"{dataset.n_samples} rows" + (f" and {dataset.nnz} nonzeros" if dataset.nnz else "")
-    return f"the catalogue lists {listed}; the file holds {rows} rows and {nnz} nonzeros"
