@@ -29,7 +29,7 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q --durations=20
 
 # scikit-learn's own SGD tests pointed at the estimators: fails unless every failure is a
-# difference docs/sklearn-differences.md explains (about 5 minutes).
+# difference docs/sklearn-differences.md explains (about 3 minutes on 2 cores).
 sklearn-suite: $(VENV)/.installed-test
 	$(BIN)/python tests/sklearn_suite.py
 
