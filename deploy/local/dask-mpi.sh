@@ -12,9 +12,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 (umask 077 && python -c '
 import sys
-from distributed.security import Security
-made = Security.temporary()
-for name, text in (("cert.pem", made.tls_scheduler_cert), ("key.pem", made.tls_scheduler_key)):
+from sparcml_apps.cluster._guard import credentials
+for name, text in zip(("cert.pem", "key.pem"), credentials()):
     with open(f"{sys.argv[1]}/{name}", "w") as out:
         out.write(text)
 ' "$work")

@@ -111,15 +111,7 @@ def count_rows(dataset, path, name, progress):
         progress_bar(path.stat().st_size, 0, f"check {dataset.name}", progress) as bar,
     ):
         rows = nnz = 0
-        pieces = iter_pieces(
-            stream,
-            name,
-            n_features=dataset.n_features,
-            classes=dataset.labels,
-            on_block=read_progress(bar, raw),
-            threads=None,
-        )
-        for piece in bounded(pieces, dataset, name):
+        for piece in parsed(stream, name, dataset, bar, raw):
             rows += piece.row_nnz.size
             nnz += piece.indices.size
         return rows, nnz, raw.finish()
@@ -168,21 +160,28 @@ def convert_file(cat, dataset, home, source, dest, progress, name=None):
                 record_checksum(home, dataset, hexdigest, name)
             manifest["source_checksum"] = f"{digest.name}:{hexdigest}"
 
-        pieces = iter_pieces(
-            stream,
-            described,
-            n_features=dataset.n_features,
-            classes=dataset.labels,
-            on_block=read_progress(bar, raw),
-            threads=None,
-        )
-        pieces = bounded(pieces, dataset, described)
+        pieces = parsed(stream, described, dataset, bar, raw)
         try:
             return write_cache(pieces, dest, n_features=dataset.n_features, info=info, check=check)
         except ContentError:
             if known:  # too many rows in a file that changed: the change is the error
                 same_file()
             raise
+
+
+def parsed(stream, name, dataset, bar, raw):
+    """The pieces of the LIBSVM rows of ``stream`` (``name`` in errors), with the
+    catalogue's columns and labels of ``dataset``, stopped once they pass its counts;
+    ``bar`` follows the ``raw`` bytes read."""
+    pieces = iter_pieces(
+        stream,
+        name,
+        n_features=dataset.n_features,
+        classes=dataset.labels,
+        on_block=read_progress(bar, raw),
+        threads=None,
+    )
+    return bounded(pieces, dataset, name)
 
 
 def is_current(cat, dataset, home, dest):
