@@ -65,21 +65,49 @@ def test_an_epoch_is_its_steps_and_its_exchanges():
     # the epochs measured, and beyond them those of the most ranks measured
     assert [r["epochs_to_target"] for r in records] == [2.0, 2.5, 2.5, 2.5]
     # the period is the shortest power of two (evened out over the epoch) whose exchange
-    # the cost model expects to take at most a tenth of its steps' time
+    # the cost model expects to take at most a tenth of its steps' time, or that gives an
+    # epoch the least exchanges P**2 // 2, if shorter
     for r in more:
         costs = exchange.Costs(
             size=1_000_001, n_out=1, n_weights=1_000_000, nprocs=r["nprocs"], itemsize=4,
             index_itemsize=4, constants=constants,
         )  # fmt: skip
 
-        def fits(period, costs=costs):
+        steps, period = r["rows_per_rank"], r["local_steps"]
+        least = r["nprocs"] ** 2 // 2
+
+        def fits(period, costs=costs, steps=steps, least=least):
             grown = exchange.columns_of(lengths, columns, period, 1_000_000)
             cost = costs.exchange(grown, period * 100)
-            return cost <= exchange.EXCHANGE_SHARE * costs.steps(period * 100)
+            cheap = cost <= exchange.EXCHANGE_SHARE * costs.steps(period * 100)
+            return cheap or 2 * period * least > steps
 
-        steps, period = r["rows_per_rank"], r["local_steps"]
         power = 1 << (period - 1).bit_length()
         assert (fits(power) or period == steps) and not fits(power // 2)
         assert power // 2 < period <= power
         assert r["exchanges_per_epoch"] == -(-steps // period)
         assert r["exchange_seconds"] > 0 and r["mb_sent_per_epoch"] > 0
+
+
+@pytest.mark.parametrize("nprocs", [2, 4, 8, 16])
+def test_an_epoch_takes_the_least_exchanges_however_dear(nprocs):
+    # exchanges a thousand times dearer than their steps on the cheap machine: no period
+    # is cheap, yet an epoch of 10,000 steps still exchanges nprocs**2 // 2 times at least
+    lengths = np.array([1 << i for i in range(15)])
+    columns = np.minimum(lengths * 50, 30_000)
+    nonzeros = lengths * 100
+    costs = exchange.Costs(
+        size=1_000_001, n_out=1, n_weights=1_000_000, nprocs=nprocs, itemsize=4,
+        index_itemsize=4, constants={"alpha": 1.0, "beta": 1e-3, "gamma": 1e-3},
+    )  # fmt: skip
+    assert costs.exchange(30_000, 100) > 1000 * costs.steps(10_000 * 100)
+    steps, least = 10_000, nprocs**2 // 2
+    period = exchange.auto_period(costs, columns, nonzeros, steps)
+    assert -(-steps // period) >= least  # the exchanges an epoch
+    assert -(-steps // period) < 2 * least + 1  # no more than the power of two gives
+    # and where every exchange is cheap, the shortest period still wins
+    cheap = exchange.Costs(
+        size=1_000_001, n_out=1, n_weights=1_000_000, nprocs=nprocs, itemsize=4,
+        index_itemsize=4, constants={"alpha": 0.0, "beta": 0.0, "gamma": 0.0},
+    )  # fmt: skip
+    assert exchange.auto_period(cheap, columns, nonzeros, steps) <= period

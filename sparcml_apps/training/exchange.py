@@ -463,12 +463,26 @@ class Costs:
 
 def auto_period(costs, columns, nonzeros, steps):
     """The shortest power of two of steps whose exchange ``costs`` expects to take at most
-    :data:`EXCHANGE_SHARE` of its steps' time (at most an epoch's ``steps``), evened out so
-    that an epoch's periods are alike. ``columns[i]`` and ``nonzeros[i]``: the distinct
-    columns and the nonzeros of a rank's first ``2**i`` steps' rows."""
+    :data:`EXCHANGE_SHARE` of its steps' time, at most the longest that gives an epoch of
+    ``steps`` :func:`least_exchanges`, evened out so that an epoch's periods are alike.
+    ``columns[i]`` and ``nonzeros[i]``: the distinct columns and the nonzeros of a rank's
+    first ``2**i`` steps' rows."""
+    least = least_exchanges(costs.nprocs)
     for i in range(len(columns)):
         period_steps = min(1 << i, steps)
         exchange = costs.exchange(int(columns[i]), int(nonzeros[i]))
-        if exchange <= EXCHANGE_SHARE * costs.steps(int(nonzeros[i])) or period_steps == steps:
+        cheap = exchange <= EXCHANGE_SHARE * costs.steps(int(nonzeros[i]))
+        if cheap or (2 << i) * least > steps or period_steps == steps:
             return -(-steps // -(-steps // period_steps))
     return steps
+
+
+def least_exchanges(nprocs):
+    """The exchanges an epoch on ``nprocs`` ranks takes at least, whatever they cost:
+    ``nprocs**2 // 2``. Ranks that step long apart drift, and the mean of their changes
+    then makes less progress an epoch than one rank's steps over the same rows, the more
+    so the more ranks there are: on url-like rows, one exchange an epoch on 8 ranks needs
+    twice one rank's epochs to reach its accuracy, 32 an epoch none more; 2 ranks lose
+    little with one. The number does not depend on the machine, so neither do the epochs
+    a fit runs."""
+    return nprocs * nprocs // 2
