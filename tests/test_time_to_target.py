@@ -66,7 +66,7 @@ def test_an_epoch_is_its_steps_and_its_exchanges():
     assert [r["epochs_to_target"] for r in records] == [2.0, 2.5, 2.5, 2.5]
     # the period is the shortest power of two (evened out over the epoch) whose exchange
     # the cost model expects to take at most a tenth of its steps' time, or that gives an
-    # epoch the least exchanges P**2 // 2, if shorter
+    # epoch an exchange for every pair of ranks, if shorter
     for r in more:
         costs = exchange.Costs(
             size=1_000_001, n_out=1, n_weights=1_000_000, nprocs=r["nprocs"], itemsize=4,
@@ -74,7 +74,7 @@ def test_an_epoch_is_its_steps_and_its_exchanges():
         )  # fmt: skip
 
         steps, period = r["rows_per_rank"], r["local_steps"]
-        least = r["nprocs"] ** 2 // 2
+        least = r["nprocs"] * (r["nprocs"] - 1) // 2
 
         def fits(period, costs=costs, steps=steps, least=least):
             grown = exchange.columns_of(lengths, columns, period, 1_000_000)
@@ -92,7 +92,7 @@ def test_an_epoch_is_its_steps_and_its_exchanges():
 @pytest.mark.parametrize("nprocs", [2, 4, 8, 16])
 def test_an_epoch_takes_the_least_exchanges_however_dear(nprocs):
     # exchanges a thousand times dearer than their steps on the cheap machine: no period
-    # is cheap, yet an epoch of 10,000 steps still exchanges nprocs**2 // 2 times at least
+    # is cheap, yet an epoch of 10,000 steps still exchanges once for every pair of ranks
     lengths = np.array([1 << i for i in range(15)])
     columns = np.minimum(lengths * 50, 30_000)
     nonzeros = lengths * 100
@@ -101,7 +101,7 @@ def test_an_epoch_takes_the_least_exchanges_however_dear(nprocs):
         index_itemsize=4, constants={"alpha": 1.0, "beta": 1e-3, "gamma": 1e-3},
     )  # fmt: skip
     assert costs.exchange(30_000, 100) > 1000 * costs.steps(10_000 * 100)
-    steps, least = 10_000, nprocs**2 // 2
+    steps, least = 10_000, nprocs * (nprocs - 1) // 2
     period = exchange.auto_period(costs, columns, nonzeros, steps)
     assert -(-steps // period) >= least  # the exchanges an epoch
     assert -(-steps // period) < 2 * least + 1  # no more than the power of two gives

@@ -185,7 +185,7 @@ OPTIONS = (
         "Steps each rank takes between exchanges. 'auto': the shortest period whose "
         "exchange the cost model (:func:`collectives.cost_constants`) expects to take at "
         "most a tenth of the steps' time, from how the columns of the rows grow, and short "
-        "enough for P**2 // 2 exchanges an epoch on P ranks.",
+        "enough for an exchange an epoch for every pair of ranks.",
         setup="local_steps",
     ),
     Option(
