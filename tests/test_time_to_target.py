@@ -80,7 +80,7 @@ def test_an_epoch_is_its_steps_and_its_exchanges():
             grown = exchange.columns_of(lengths, columns, period, 1_000_000)
             cost = costs.exchange(grown, period * 100)
             cheap = cost <= exchange.EXCHANGE_SHARE * costs.steps(period * 100)
-            return cheap or 2 * period * least > steps
+            return cheap or -(-steps // min(2 * period, steps)) < least
 
         power = 1 << (period - 1).bit_length()
         assert (fits(power) or period == steps) and not fits(power // 2)
@@ -103,8 +103,9 @@ def test_an_epoch_takes_the_least_exchanges_however_dear(nprocs):
     assert costs.exchange(30_000, 100) > 1000 * costs.steps(10_000 * 100)
     steps, least = 10_000, nprocs * (nprocs - 1) // 2
     period = exchange.auto_period(costs, columns, nonzeros, steps)
-    assert -(-steps // period) >= least  # the exchanges an epoch
-    assert -(-steps // period) < 2 * least + 1  # no more than the power of two gives
+    exchanges = -(-steps // period)
+    assert exchanges >= least
+    assert exchanges <= 2 * least  # the longest power of two that gives enough
     # and where every exchange is cheap, the shortest period still wins
     cheap = exchange.Costs(
         size=1_000_001, n_out=1, n_weights=1_000_000, nprocs=nprocs, itemsize=4,

@@ -472,7 +472,8 @@ def auto_period(costs, columns, nonzeros, steps):
         period_steps = min(1 << i, steps)
         exchange = costs.exchange(int(columns[i]), int(nonzeros[i]))
         cheap = exchange <= EXCHANGE_SHARE * costs.steps(int(nonzeros[i]))
-        if cheap or (2 << i) * least > steps or period_steps == steps:
+        fewer = -(-steps // min(2 << i, steps)) < least  # (the next period's exchanges)
+        if cheap or fewer or period_steps == steps:
             return -(-steps // -(-steps // period_steps))
     return steps
 
