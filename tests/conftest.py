@@ -1,5 +1,13 @@
+import signal
+
 import numpy as np
 import pytest
+
+# A suite started in the background of a non-interactive shell (`make test &`) inherits
+# SIGINT ignored, and so would every process the tests start to interrupt with Ctrl+C:
+# they start with Python's handler instead (a handled signal is reset to the default at exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -91,8 +91,8 @@ def test_an_epoch_is_its_steps_and_its_exchanges():
 
 @pytest.mark.parametrize("nprocs", [2, 4, 8, 16])
 def test_an_epoch_takes_the_least_exchanges_however_dear(nprocs):
-    # exchanges a thousand times dearer than their steps on the cheap machine: no period
-    # is cheap, yet an epoch of 10,000 steps still exchanges once for every pair of ranks
+    # exchanges a thousand times dearer than their steps: no period is cheap, yet an
+    # epoch of 10,000 steps still exchanges once for every pair of ranks
     lengths = np.array([1 << i for i in range(15)])
     columns = np.minimum(lengths * 50, 30_000)
     nonzeros = lengths * 100

@@ -37,7 +37,8 @@ from . import diagnostics, exchange_kernels
 
 EXCHANGE_SHARE = 0.1
 """``local_steps="auto"`` picks the shortest period whose exchange the cost model
-expects to take at most this share of the period's steps."""
+expects to take at most this share of the period's steps, or a shorter one where an
+epoch would otherwise take fewer than :func:`least_exchanges`."""
 STEP_ENTRY_SECONDS = 8e-9
 """Seconds per nonzero of a step's rows (predicting, then updating the weights)."""
 SCAN_SECONDS = 2e-9
