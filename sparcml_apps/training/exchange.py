@@ -483,8 +483,8 @@ def least_exchanges(nprocs):
     """The exchanges an epoch on ``nprocs`` ranks takes at least, whatever they cost: one
     for every pair of ranks. Ranks that step long apart drift, and the mean of their
     changes then makes less progress an epoch than one rank's steps over the same rows,
-    the more so the more ranks there are: on url-like rows, one exchange an epoch on 8
-    ranks needs about twice one rank's epochs to reach its accuracy, 32 an epoch none
-    more; 2 ranks lose little with one. The number does not depend on the machine, so
-    neither do the epochs a fit runs."""
+    the more so the more ranks there are: on url-like rows, 8 ranks that exchange once an
+    epoch fall about two epochs behind one rank's test accuracy by the fourth epoch, with
+    32 exchanges an epoch not at all; 2 ranks lose little with one. The number does not
+    depend on the machine, so neither do the epochs a fit runs."""
     return nprocs * (nprocs - 1) // 2
