@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import collectives
 
 from ..cluster._bootstrap import describe_worker, mark_stuck, worker_comm
-from ..inputs import as_scipy
+from ..inputs import as_scipy, row_blocks
 
 POLL_SECONDS = 0.2
 """How often the client looks at the training tasks and at the workers they run on."""
@@ -217,7 +217,7 @@ def _owners(client, X, ranks):
 
 def _in_row_order(n_chunks, n_workers):
     """For each worker (in rank order), a contiguous block of the chunks' indices."""
-    bounds = np.arange(n_workers + 1) * n_chunks // n_workers
+    bounds = row_blocks(n_chunks, n_workers)
     return [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 

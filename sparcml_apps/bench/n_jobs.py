@@ -48,19 +48,19 @@ def run(args):
     SparseSGDClassifier(random_state=0, max_iter=1, tol=None).fit(X[:100], y[:100])
     records = []
 
-    def timed(way, n_jobs, repeat, staged=False):
+    def timed(way, n_jobs, repeat):
         model = SparseSGDClassifier(random_state=0, n_jobs=n_jobs)
         begin = time.perf_counter()
         model.fit(X, y)
         seconds = time.perf_counter() - begin
-        timings = dict(jobs.pool(n_jobs).timings) if staged else None
+        timings = dict(jobs.pool(n_jobs).timings) if n_jobs and n_jobs > 1 else {}
         record = {
             "way": way, "n_jobs": n_jobs, "repeat": repeat, "rows": X.shape[0],
             "seconds": seconds, "epochs": model.n_iter_,
-            "accuracy": model.score(X_test, y_test), "stages": timings or {},
+            "accuracy": model.score(X_test, y_test), "stages": timings,
             "load": os.getloadavg()[0],
         }  # fmt: skip
-        print({k: v for k, v in record.items() if k != "stages"} | _rounded(timings or {}))
+        print({k: v for k, v in record.items() if k != "stages"} | _rounded(timings))
         records.append(record)
 
     for repeat in range(args.repeats):
@@ -68,8 +68,8 @@ def run(args):
         timed("n_jobs=1", 1, repeat)
         for n in args.nprocs:
             jobs.close()  # a new pool: its first fit starts it
-            timed("first fit", n, repeat, staged=True)
-            timed("second fit", n, repeat, staged=True)
+            timed("first fit", n, repeat)
+            timed("second fit", n, repeat)
         jobs.close()
     text = table(records)
     print(text)

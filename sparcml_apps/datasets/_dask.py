@@ -134,7 +134,7 @@ def load_dask(name_or_path, *, n_features=None, n_chunks=None, data_home=None, c
     (5, array([ 1., -1.,  1., -1.]))
     >>> load_dask("a9a", n_chunks=8)  # doctest: +SKIP
     """
-    width = column_count(name_or_path, n_features, data_home, catalog)
+    width = column_count(name_or_path, n_features, catalog)
     if n_chunks is None:
         n_chunks = _n_workers()
     load = partial(
@@ -148,7 +148,7 @@ def _shard(name_or_path, rank, size, n_features, data_home, catalog):
     return X, np.asarray(y)
 
 
-def column_count(name_or_path, n_features, data_home, catalog):
+def column_count(name_or_path, n_features, catalog):
     """The column count, from ``n_features``, a cache's manifest or the catalogue."""
     path = Path(name_or_path)
     if is_cache(path):

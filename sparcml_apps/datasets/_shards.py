@@ -13,36 +13,6 @@ from ._load import to_csr
 from ._svmlight import read_file
 
 
-def row_blocks(n_rows, n_blocks):
-    """The ``n_blocks + 1`` boundaries of contiguous, nearly equal blocks of rows.
-
-    Block ``r`` is the rows ``bounds[r]`` to ``bounds[r + 1]``: the rows rank ``r`` of
-    ``n_blocks`` takes (of a synthetic :class:`Source`, or of a pool's fit,
-    :mod:`sparcml_apps.jobs`).
-
-    Parameters
-    ----------
-    n_rows : int
-        The number of rows, 0 or more.
-    n_blocks : int
-        The number of blocks, 1 or more.
-
-    Returns
-    -------
-    ndarray of shape (n_blocks + 1,)
-        The boundaries, from 0 to ``n_rows``; blocks differ by one row at most.
-
-    Examples
-    --------
-    >>> from sparcml_apps.datasets import row_blocks
-    >>> row_blocks(10, 3)
-    array([ 0,  3,  6, 10])
-    >>> row_blocks(2, 3)
-    array([0, 0, 1, 2])
-    """
-    return np.arange(n_blocks + 1) * n_rows // n_blocks
-
-
 def catalogue_of(name, catalog=None):
     """The catalogue (``catalog``: one read already, a path, or None for the shipped one)
     that holds the dataset ``name``, which is not a file; FileNotFoundError if it does not."""

@@ -5,8 +5,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..inputs import row_blocks
 from ._dask import column_count
-from ._shards import row_blocks, shard
+from ._shards import shard
 from ._synthetic import make_url_like
 
 
@@ -100,7 +101,7 @@ class Source:
         """
         if self.dataset is None:
             return self.features
-        return column_count(self.dataset, self.n_features, self.data_home, None)
+        return column_count(self.dataset, self.n_features, None)
 
     def name(self):
         """What the rows are, to print.

@@ -253,12 +253,12 @@ class SparseSGD(BaseEstimator):
             classes=None if classes is None else np.asarray(classes),
         )
         gathered = comm.allgather(mine)
-        width, holding, dtypes, n_rows = check_agreement(name, gathered, comm.Get_size())
+        width, holding, n_rows = check_agreement(name, gathered)
         stops_early = self._stops_early(n_rows, partial)
         # rows held out have their weights checked first (:meth:`_hold_out`)
         if sum(rank["weight"] for rank in gathered) == 0 and not stops_early:
             raise ValueError("Sample weights must contain at least one non-zero number.")
-        X = X.astype(dtypes[0], copy=False)  # a rank without rows takes the others' dtype
+        X = X.astype(holding[0]["dtype"], copy=False)  # a rank without rows takes the others'
         # the ranks that hold rows decide whether the input is sparse (intercept decay)
         sparse_input = any(rank["sparse"] for rank in holding)
         seed = comm.bcast(

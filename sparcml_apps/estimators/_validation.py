@@ -152,11 +152,11 @@ def validate_predict_data(estimator, X):
     return X
 
 
-def check_agreement(name, gathered, n_ranks):
-    """Raise unless the records the ``n_ranks`` ranks gathered (one a rank: the width,
-    dtype and number of their rows, the parameters of estimator ``name`` and the
-    ``classes``) fit together; the width, the records of the ranks that hold rows (all,
-    when none does), their dtypes and the number of rows of all ranks together."""
+def check_agreement(name, gathered):
+    """Raise unless the records the ranks gathered (one a rank: the width, dtype and
+    number of their rows, the parameters of estimator ``name`` and the ``classes``) fit
+    together; the width, the records of the ranks that hold rows (all, when none does)
+    and the number of rows of all ranks together."""
     widths = sorted({rank["width"] for rank in gathered})
     if len(widths) > 1:
         raise ValueError(
@@ -185,10 +185,10 @@ def check_agreement(name, gathered, n_ranks):
     n_rows = sum(rank["rows"] for rank in gathered)
     if n_rows == 0:
         raise ValueError(
-            f"Found array with 0 sample(s) on all {n_ranks} ranks, while a "
+            f"Found array with 0 sample(s) on all {len(gathered)} ranks, while a "
             "minimum of 1 is required."
         )
-    return widths[0], holding, dtypes, n_rows
+    return widths[0], holding, n_rows
 
 
 def ranges(numbers):

@@ -34,6 +34,7 @@ import collectives
 from collectives import SparseVector
 
 from . import diagnostics, exchange_kernels
+from .state import EMPTY
 
 EXCHANGE_SHARE = 0.1
 """``local_steps="auto"`` picks the shortest period whose exchange the cost model
@@ -59,8 +60,7 @@ GROWTH_SHARE = 1 / 4
 GROWTH_ROWS = 4096
 
 
-_NONE = np.empty(0)
-_EMPTY = SparseVector(np.empty(0, np.uint32), _NONE, 1, check=False)
+_EMPTY = SparseVector(np.empty(0, np.uint32), EMPTY, 1, check=False)
 
 
 def make(setup, weights, comm):
@@ -175,7 +175,7 @@ class Exchange:
         w = self.weights
         if isinstance(total, np.ndarray) and not (mine.nnz or self.listing):
             exchange_kernels.settle_dense(total, scale, self.params, w.state, w.v, w.agreed,
-                           w.agreed_intercept, w.l1_applied, w.offsets, _NONE)  # fmt: skip
+                           w.agreed_intercept, w.l1_applied, w.offsets, EMPTY)  # fmt: skip
             return None
         if isinstance(total, np.ndarray):
             total = SparseVector.from_dense(total)
@@ -193,7 +193,7 @@ class Exchange:
             w.agreed_intercept,
             w.l1_applied,
             w.offsets,
-            _NONE,
+            EMPTY,
         )
         return total
 

@@ -37,6 +37,6 @@ one. What the workers print is copied to this process's ``sys.stdout`` and ``sys
 """
 
 from . import limits
-from ._pool import Labels, Pool, close, fit, pool, row_blocks, workers
+from ._pool import Pool, close, fit, pool, row_blocks, workers
 
-__all__ = ["Labels", "Pool", "close", "fit", "limits", "pool", "row_blocks", "workers"]
+__all__ = ["Pool", "close", "fit", "limits", "pool", "row_blocks", "workers"]

@@ -11,7 +11,7 @@ import warnings
 import joblib
 import numpy as np
 
-from ...datasets import row_blocks
+from ...inputs import row_blocks
 from . import _job, _wire, limits
 
 LOG = logging.getLogger("sparcml_apps.backends.pool")
