@@ -50,13 +50,15 @@ def _csr(X):
     return _align_api_if_sparse(sp.csr_array(X))
 
 
-class _CSRClassifier(_OurClassifier):
+class _CSRInput:
     def fit(self, X, y, *args, **kw):
         return super().fit(_csr(X), y, *args, **kw)
 
     def partial_fit(self, X, y, *args, **kw):
         return super().partial_fit(_csr(X), y, *args, **kw)
 
+
+class _CSRClassifier(_CSRInput, _OurClassifier):
     def decision_function(self, X):
         return super().decision_function(_csr(X))
 
@@ -64,12 +66,8 @@ class _CSRClassifier(_OurClassifier):
         return super().predict_proba(_csr(X))
 
 
-class _CSRRegressor(_OurRegressor):
-    def fit(self, X, y, *args, **kw):
-        return super().fit(_csr(X), y, *args, **kw)
-
-    def partial_fit(self, X, y, *args, **kw):
-        return super().partial_fit(_csr(X), y, *args, **kw)
+class _CSRRegressor(_CSRInput, _OurRegressor):
+    pass
 
 
 def SGDClassifier(**kwargs):
