@@ -4,6 +4,7 @@ and record what was checked."""
 
 import hashlib
 import warnings
+from contextlib import contextmanager
 from functools import partial
 from typing import NamedTuple
 
@@ -102,16 +103,9 @@ def check_file(cat, dataset, home, path, progress):
 def count_rows(dataset, path, name, progress):
     """``(rows, nonzeros, sha256)`` of the file ``path`` of ``dataset``, parsed as the
     catalogue describes it; errors name the file ``name``."""
-    digest = hashlib.sha256()
-    with (
-        open_data(path, dataset.compression, dataset.member, digest=digest, name=name) as (
-            stream,
-            raw,
-        ),
-        progress_bar(path.stat().st_size, 0, f"check {dataset.name}", progress) as bar,
-    ):
+    with reading(dataset, path, name, hashlib.sha256(), "check", progress) as (pieces, raw):
         rows = nnz = 0
-        for piece in parsed(stream, name, dataset, bar, raw):
+        for piece in pieces:
             rows += piece.row_nnz.size
             nnz += piece.indices.size
         return rows, nnz, raw.finish()
@@ -125,12 +119,9 @@ def convert_file(cat, dataset, home, source, dest, progress, name=None):
     name = name or str(source)
     described = f"{name}:{dataset.member}" if dataset.member else name
     info = {"dataset": dataset.name, "source": dataset.file, "member": dataset.member}
-    with (
-        open_data(source, dataset.compression, dataset.member, digest=digest, name=name) as (
-            stream,
-            raw,
-        ),
-        progress_bar(source.stat().st_size, 0, f"convert {dataset.name}", progress) as bar,
+    with reading(dataset, source, name, digest, "convert", progress, described) as (
+        pieces,
+        raw,
     ):
 
         def same_file():
@@ -160,13 +151,27 @@ def convert_file(cat, dataset, home, source, dest, progress, name=None):
                 record_checksum(home, dataset, hexdigest, name)
             manifest["source_checksum"] = f"{digest.name}:{hexdigest}"
 
-        pieces = parsed(stream, described, dataset, bar, raw)
         try:
             return write_cache(pieces, dest, n_features=dataset.n_features, info=info, check=check)
         except ContentError:
             if known:  # too many rows in a file that changed: the change is the error
                 same_file()
             raise
+
+
+@contextmanager
+def reading(dataset, path, name, digest, verb, progress, described=None):
+    """``(pieces, raw)``: the parsed pieces (:func:`parsed`) of the file ``path`` of
+    ``dataset`` and the reader of its bytes, which feeds ``digest``; errors name the file
+    ``name`` (its rows ``described``, if given); the progress bar says ``verb``."""
+    with (
+        open_data(path, dataset.compression, dataset.member, digest=digest, name=name) as (
+            stream,
+            raw,
+        ),
+        progress_bar(path.stat().st_size, 0, f"{verb} {dataset.name}", progress) as bar,
+    ):
+        yield parsed(stream, described or name, dataset, bar, raw), raw
 
 
 def parsed(stream, name, dataset, bar, raw):
