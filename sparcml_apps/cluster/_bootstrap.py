@@ -255,6 +255,7 @@ def _retire_all(client):
         time.sleep(0.05)  # futures just dropped are still being released
     if client.futures:  # data the caller still holds: the cluster is going away anyway
         client.cancel([Future(key, client) for key in list(client.futures)], force=True)
+    client.run(_stop_heartbeats)
     while workers := list(client.scheduler_info(n_workers=-1)["workers"]):
         if time.monotonic() > deadline:
             raise TimeoutError(f"the workers did not retire in {SHUTDOWN_SECONDS} s")
@@ -284,6 +285,13 @@ def _wait_closed(deadline):
         if time.monotonic() > deadline:
             raise TimeoutError(f"the workers did not close in {SHUTDOWN_SECONDS} s")
         time.sleep(0.05)
+
+
+def _stop_heartbeats(dask_worker):
+    """The worker sends the scheduler no more heartbeats: one under way as the scheduler
+    retires the worker fails on the connection it closes, and the worker logs the failure
+    as an error."""
+    dask_worker.periodic_callbacks["heartbeat"].stop()
 
 
 def _worker_streams(dask_scheduler):
