@@ -52,7 +52,7 @@ def row_blocks(n_rows, n_blocks):
 
     Examples
     --------
-    >>> from sparcml_apps.datasets import row_blocks
+    >>> from sparcml_apps.inputs import row_blocks
     >>> row_blocks(10, 3)
     array([ 0,  3,  6, 10])
     >>> row_blocks(2, 3)

@@ -161,8 +161,9 @@ def convert_file(cat, dataset, home, source, dest, progress, name=None):
 
 @contextmanager
 def reading(dataset, path, name, digest, verb, progress, described=None):
-    """``(pieces, raw)``: the parsed pieces (:func:`parsed`) of the file ``path`` of
-    ``dataset`` and the reader of its bytes, which feeds ``digest``; errors name the file
+    """``(pieces, raw)``: the pieces of the LIBSVM rows of the file ``path`` of
+    ``dataset``, with the catalogue's columns and labels, stopped once they pass its
+    counts, and the reader of its bytes, which feeds ``digest``; errors name the file
     ``name`` (its rows ``described``, if given); the progress bar says ``verb``."""
     with (
         open_data(path, dataset.compression, dataset.member, digest=digest, name=name) as (
@@ -171,22 +172,16 @@ def reading(dataset, path, name, digest, verb, progress, described=None):
         ),
         progress_bar(path.stat().st_size, 0, f"{verb} {dataset.name}", progress) as bar,
     ):
-        yield parsed(stream, described or name, dataset, bar, raw), raw
-
-
-def parsed(stream, name, dataset, bar, raw):
-    """The pieces of the LIBSVM rows of ``stream`` (``name`` in errors), with the
-    catalogue's columns and labels of ``dataset``, stopped once they pass its counts;
-    ``bar`` follows the ``raw`` bytes read."""
-    pieces = iter_pieces(
-        stream,
-        name,
-        n_features=dataset.n_features,
-        classes=dataset.labels,
-        on_block=read_progress(bar, raw),
-        threads=None,
-    )
-    return bounded(pieces, dataset, name)
+        described = described or name
+        pieces = iter_pieces(
+            stream,
+            described,
+            n_features=dataset.n_features,
+            classes=dataset.labels,
+            on_block=read_progress(bar, raw),
+            threads=None,
+        )
+        yield bounded(pieces, dataset, described), raw
 
 
 def is_current(cat, dataset, home, dest):
