@@ -7,14 +7,17 @@ import pytest
 import scipy.sparse as sp
 import sparse
 from local_sgd_reference import sparse_problem
+from mpi4py import MPI
 from scipy.special import expit
 from sklearn.datasets import load_svmlight_file, make_classification, make_regression
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 from testdata import LIBSVM, needs_a9a
 
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
 from sparcml_apps.datasets import make_url_like
 from sparcml_apps.estimators import FitTask
+from sparcml_apps.training import holdout
 
 SEEDS = range(10)
 
@@ -269,6 +272,51 @@ def test_tol_stops_on_the_objective_the_steps_minimize(penalty, l1_ratio):
     stopped = SparseSGDClassifier(**options).fit(X, y)
     assert stopped.n_iter_ == first_stop(objective) < 300
     assert first_stop([loss for loss, _ in epochs]) < stopped.n_iter_ - 10  # loss alone
+
+
+def held_out_stop(correct, anchored, tol=1e-3, errors=2.0, n_iter_no_change=5):
+    """The epoch the held-out rule ends at, for the held-out rows' correctness after each
+    epoch (epochs x rows): a rise counts when the score rises by ``tol`` and by ``errors``
+    standard errors of the paired rise over the reference, which is the last epoch that
+    counted (``anchored``) or the best so far."""
+    reference, worse = None, 0
+    for epoch, now in enumerate(correct, start=1):
+        counts = reference is None
+        if not counts:
+            change = now - reference
+            rise, error = change.mean(), np.sqrt(change @ change) / change.size
+            counts = now.mean() >= reference.mean() + tol and rise > errors * error
+        if counts or (not anchored and now.mean() > reference.mean()):
+            reference = now
+        worse = 0 if counts else worse + 1
+        if worse >= n_iter_no_change:
+            return epoch
+    return len(correct)
+
+
+def test_held_out_rises_add_up_until_they_count():
+    # 20,000 rows under 20% label noise: the held-out score creeps up by less than its
+    # noise an epoch; weighed against the best so far, each creep alone would not count
+    # and the fit would stop two epochs sooner
+    X, y = make_url_like(
+        20_000, n_features=20_000, nnz_per_row=30, random_state=4, planted="dense",
+        label_noise=0.2, power_law=1.8,
+    )  # fmt: skip
+    seed = np.random.RandomState(4).randint(np.iinfo(np.int32).max)  # the fit's own draw
+    held = holdout.held_out((y > 0).astype(np.int64), 2, 0.1, seed, MPI.COMM_SELF, most=10_000)
+    correct, scores = [], []
+
+    def record(model, epoch):
+        correct.append((model.predict(X[held]) == y[held]).astype(float))
+        scores.append(epoch["validation_score"])
+
+    fixed = SparseSGDClassifier(random_state=4, n_iter_no_change=100, max_iter=30)
+    with pytest.warns(ConvergenceWarning):  # (30 epochs, none of them the last)
+        fixed.set_params(callback=record).fit(X, y)
+    assert np.allclose([now.mean() for now in correct], scores)  # the rows the fit holds out
+    stopped = SparseSGDClassifier(random_state=4).fit(X, y)
+    assert stopped.n_iter_ == held_out_stop(correct, anchored=True) < 30
+    assert held_out_stop(correct, anchored=False) < stopped.n_iter_
 
 
 @pytest.mark.parametrize(

@@ -41,10 +41,11 @@ only), the score of the model does not. Ten thousand rows tell a change of ``tol
 in accuracy from ten rows, and leave more rows to train on than a tenth of a large set."""
 SIGNIFICANCE = 2.0
 """With ``early_stopping="auto"``, a rise of the held-out score counts only when it passes
-``tol`` and this many standard errors of the rise (the two models' scores paired row by
-row): a rise within the noise of the held-out rows neither keeps a fit going nor keeps it
-from stopping, so fits that differ only in how slowly their score creeps (as fits on more
-ranks do) stop alike."""
+``tol`` and this many standard errors of the rise over the last epoch whose rise counted
+(the two models' scores paired row by row): a rise within the noise of the held-out rows
+does not keep a fit going, and small rises add up until they count, so a model that
+jitters from epoch to epoch (one rank's) stops where a steadier one (the mean of several
+ranks') does."""
 
 
 class SparseSGD(BaseEstimator):

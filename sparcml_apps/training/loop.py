@@ -235,8 +235,9 @@ def train(
     Convergence is decided on global sums, the same whatever the number of ranks: with
     rows held out, on their score (accuracy or R^2) of the model the fit would return
     now (the average, once averaging began), which must rise by ``tol`` and by
-    ``significance`` standard errors of its rise (:func:`holdout.rise`; 0: by ``tol``
-    alone); else on the objective the steps minimize: the loss of the epoch's steps summed
+    ``significance`` standard errors of its rise (:func:`holdout.rise`) over the score of
+    the last epoch that rose so (0: by ``tol`` alone, over the best score so far); else on
+    the objective the steps minimize: the loss of the epoch's steps summed
     over every rank's rows, and the penalty of the model at the epoch's end once a row,
     which must fall by ``tol`` times the rows' weight (:func:`_converge`). Every rank stops
     at the same epoch. A loss or model that is no longer finite raises ``ValueError``.
@@ -332,10 +333,11 @@ def train(
             gain = None
             if validation is not None:
                 gain = _significant_gain(sums[3:], record, progress, setup, significance)
-                if record.validation_score > -progress.best:
+                if gain:
                     validation.keep(weights)
             rows = int(epochs.counts.sum())
-            _converge(progress, record, sums, weights, setup, gain, rows)
+            anchored = gain is not None and significance > 0
+            _converge(progress, record, sums, weights, setup, gain, rows, anchored)
         progress.epochs += 1
         progress.history.append(record.as_dict())
         if checkpoints is not None:
@@ -360,8 +362,8 @@ def _pause(checkpoints, weights, progress, epochs, stats, begin, comm):
 
 
 def _significant_gain(sums, record, progress, setup, significance):
-    """Whether the held-out score rose over the best so far by ``tol`` and by more than
-    ``significance`` standard errors of the rise (:func:`holdout.rise`)."""
+    """Whether the held-out score rose over the reference's (:func:`_converge`) by ``tol``
+    and by more than ``significance`` standard errors of the rise (:func:`holdout.rise`)."""
     if record.validation_score < -progress.best + setup.tol:
         return False
     if significance == 0 or math.isinf(progress.best):  # (the first score: no best yet)
@@ -370,14 +372,16 @@ def _significant_gain(sums, record, progress, setup, significance):
     return gain > significance * error
 
 
-def _converge(progress, record, sums, weights, setup, gain, rows):
+def _converge(progress, record, sums, weights, setup, gain, rows, anchored=False):
     """Count the epoch towards convergence; ``progress.done`` once the run has converged.
 
     ``gain``: whether the held-out score rose enough (:func:`_significant_gain`), or None
     when no rows are held out: then the measure is the objective the steps minimize over
     the epoch's ``rows`` (all ranks): their summed loss, weighted, and ``rows`` times the
     penalty of the model at the epoch's end, which must fall by ``tol`` times the rows'
-    weight."""
+    weight. Each epoch is measured against the best so far (``progress.best``), or, when
+    ``anchored``, against the last epoch that gained: rises too small to count alone then
+    add up until they count, however much each epoch's model jitters around its trend."""
     if gain is not None:
         improved, measure = gain, -record.validation_score
     else:
@@ -386,7 +390,8 @@ def _converge(progress, record, sums, weights, setup, gain, rows):
     progress.no_improvement = 0 if improved else progress.no_improvement + 1
     if record.clipped:  # steps that diverge have not converged, whatever the loss does
         progress.no_improvement = 0
-    progress.best = min(progress.best, measure)
+    if improved or not anchored:
+        progress.best = min(progress.best, measure)
     if progress.no_improvement >= setup.n_iter_no_change:
         if setup.learning_rate == "adaptive" and weights.state[kernels.ETA] > 1e-6:
             weights.state[kernels.ETA] /= 5.0
