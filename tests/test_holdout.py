@@ -1,4 +1,4 @@
-"""The held-out rows' score, and its rise over the best model's so far with the standard
+"""The held-out rows' score, and its rise over a reference model's with the standard
 error of that rise, against numpy on the same rows (classifier and regressor)."""
 
 from types import SimpleNamespace

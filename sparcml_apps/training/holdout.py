@@ -102,8 +102,9 @@ class HeldOut:
     of the model); each rank then scores its own rows and the ranks sum the counts.
 
     A rise of the score is told from noise by pairing, row by row, the model's score with
-    that of the best model so far (:meth:`keep`; its rows' values are ``weights.held_best``,
-    a part of the training state): its standard error is that of a sum of the rows'
+    that of a reference model (:meth:`keep`, which training calls for each epoch whose
+    rise counted; its rows' values are ``weights.held_best``, a part of the training
+    state): its standard error is that of a sum of the rows'
     differences (:func:`rise`), small where the two models agree on most rows.
     """
 
@@ -127,8 +128,8 @@ class HeldOut:
         """This rank's sums for :func:`score` and :func:`rise` (every rank calls it between
         epochs): [weighted correct, weight] for a classifier, [weighted squared error,
         weight, weighted y, weighted y^2] for a regressor; then the weighted differences
-        of the rows' values (correct, or squared error) from those of the best model so
-        far, and the sum of their squares (weights squared)."""
+        of the rows' values (correct, or squared error) from those of the reference model
+        (:meth:`keep`), and the sum of their squares (weights squared)."""
         setup, state = self.setup, weights.state
         n = self.entries.size
         model = np.empty(n + setup.n_out)
@@ -164,7 +165,7 @@ class HeldOut:
         return sums + [float(change.sum()), float(change @ change)]
 
     def keep(self, weights):
-        """The model :meth:`sums` last scored is the best so far."""
+        """The model :meth:`sums` last scored is the reference from now on."""
         weights.held_best = self.values
 
 
@@ -178,7 +179,7 @@ def score(sums, setup):
 
 
 def rise(sums, setup):
-    """``(rise, standard error)`` of the score over the best model's so far, from the
+    """``(rise, standard error)`` of the score over the reference model's, from the
     global sums of :meth:`HeldOut.sums`: the rows' differences paired, their sum's
     standard error the root of their summed squares (the rows taken as independent)."""
     change, squares = sums[-2:]
