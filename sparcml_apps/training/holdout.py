@@ -104,8 +104,8 @@ class HeldOut:
     A rise of the score is told from noise by pairing, row by row, the model's score with
     that of a reference model (:meth:`keep`, which training calls for each epoch whose
     rise counted; its rows' values are ``weights.held_best``, a part of the training
-    state): its standard error is that of a sum of the rows'
-    differences (:func:`rise`), small where the two models agree on most rows.
+    state): its standard error is that of a sum of the rows' differences (:func:`rise`),
+    small where the two models agree on most rows.
     """
 
     def __init__(self, X, y, weight, setup, comm):

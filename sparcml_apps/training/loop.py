@@ -237,10 +237,10 @@ def train(
     now (the average, once averaging began), which must rise by ``tol`` and by
     ``significance`` standard errors of its rise (:func:`holdout.rise`) over the score of
     the last epoch that rose so (0: by ``tol`` alone, over the best score so far); else on
-    the objective the steps minimize: the loss of the epoch's steps summed
-    over every rank's rows, and the penalty of the model at the epoch's end once a row,
-    which must fall by ``tol`` times the rows' weight (:func:`_converge`). Every rank stops
-    at the same epoch. A loss or model that is no longer finite raises ``ValueError``.
+    the objective the steps minimize: the loss of the epoch's steps summed over every
+    rank's rows, and the penalty of the model at the epoch's end once a row, which must
+    fall by ``tol`` times the rows' weight (:func:`_converge`). Every rank stops at the
+    same epoch. A loss or model that is no longer finite raises ``ValueError``.
 
     ``progress`` (a :class:`Progress` from a checkpoint, with the ``weights`` saved beside
     it) resumes a run where it was saved; the epochs it had finished count towards
