@@ -310,9 +310,9 @@ def test_held_out_rises_add_up_until_they_count():
         correct.append((model.predict(X[held]) == y[held]).astype(float))
         scores.append(epoch["validation_score"])
 
-    fixed = SparseSGDClassifier(random_state=4, n_iter_no_change=100, max_iter=30)
+    fixed = dict(n_iter_no_change=100, max_iter=30, callback=record)
     with pytest.warns(ConvergenceWarning):  # (30 epochs, none of them the last)
-        fixed.set_params(callback=record).fit(X, y)
+        SparseSGDClassifier(random_state=4, **fixed).fit(X, y)
     assert np.allclose([now.mean() for now in correct], scores)  # the rows the fit holds out
     stopped = SparseSGDClassifier(random_state=4).fit(X, y)
     assert stopped.n_iter_ == held_out_stop(correct, anchored=True) < 30

@@ -253,7 +253,7 @@ class Progress:
 
     epochs: int = 0  # epochs finished in this call
     history: list = field(default_factory=list)  # their records, as Epoch.as_dict
-    best: float = math.inf
+    best: float = math.inf  # the measure an epoch must beat (loop._converge)
     no_improvement: int = 0
     done: bool = False  # it converged
     step: int = 0  # the epoch under way: the next step to take
