@@ -1,6 +1,8 @@
 """Dask without mpiexec: load_dask against the readers, fit on a one-worker cluster in this
 process against the in-process fit, and the errors of clusters that cannot train."""
 
+import time
+
 import dask
 import dask.array as da
 import numpy as np
@@ -73,6 +75,25 @@ def test_a_dask_array_without_a_client_is_refused():
     X = da.zeros((10, 3), chunks=5)
     with pytest.raises(ValueError, match="fit was given a Dask array, but no Dask client"):
         SparseSGDClassifier().fit(X, np.arange(10) % 2)
+
+
+async def _deaf(seconds):
+    """Hold the event loop of the worker that runs it: it answers nothing meanwhile."""
+    time.sleep(seconds)
+
+
+def test_shutdown_gives_up_on_a_worker_that_does_not_answer(monkeypatch):
+    from sparcml_apps.cluster import _bootstrap, shutdown
+
+    monkeypatch.setattr(_bootstrap, "SHUTDOWN_SECONDS", 1.0)
+    local = LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None)
+    with local, Client(local) as client:
+        client.run(_deaf, 4, wait=False)
+        time.sleep(0.5)  # (on its way)
+        begin = time.monotonic()
+        with pytest.raises(TimeoutError, match="did not retire in 1.0 s"):
+            shutdown(client)
+        assert time.monotonic() - begin < 2.5  # not the 4 s the worker stays deaf
 
 
 @needs_a9a

@@ -60,6 +60,24 @@ def test_cache_shards_cover_every_row_once_in_order(text_file, tmp_path, size):
     assert max(counts) - min(counts) <= 2 * 500  # balanced to within about two rows
 
 
+@pytest.mark.parametrize("first", ["train", "test"])
+def test_the_two_parts_of_a_share_read_the_file_once(text_file, monkeypatch, first):
+    from sparcml_apps.datasets import Source, _source
+
+    path = text_file[0]
+    X, y = shard(path, 1, 3, n_features=5000)  # the share: the last 30% of it are "test"
+    cut = X.shape[0] - round(0.3 * X.shape[0])
+    expected = {"train": slice(None, cut), "test": slice(cut, None)}
+    reads = []
+    monkeypatch.setattr(_source, "shard", lambda *a, **k: reads.append(a) or shard(*a, **k))
+    for part in [first, {"train": "test", "test": "train"}[first]]:
+        X_part, y_part = Source(str(path), n_features=5000, holdout=0.3, part=part).load(1, 3)
+        rows = expected[part]
+        assert (X_part != X[rows]).nnz == 0 and np.array_equal(y_part, y[rows])
+    assert len(reads) == 1
+    assert not _source._cut_off  # taken: nothing held
+
+
 def test_a_text_shard_reads_only_its_own_rows(tmp_path):
     # lines of 20 bytes; only those starting in the middle third are valid LIBSVM
     lines = 30

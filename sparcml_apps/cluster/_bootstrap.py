@@ -255,22 +255,34 @@ def _retire_all(client):
         time.sleep(0.05)  # futures just dropped are still being released
     if client.futures:  # data the caller still holds: the cluster is going away anyway
         client.cancel([Future(key, client) for key in list(client.futures)], force=True)
-    client.run(_stop_heartbeats)
-    while workers := list(client.scheduler_info(n_workers=-1)["workers"]):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the workers did not retire in {SHUTDOWN_SECONDS} s")
-        client.sync(
-            client.scheduler.retire_workers,
-            workers=workers,
-            close_workers=True,
-            remove=True,
-            callback_timeout=SHUTDOWN_SECONDS,
-        )
+    try:
+        client.run(_stop_heartbeats, callback_timeout=_left(deadline))
+        while workers := list(client.scheduler_info(n_workers=-1)["workers"]):
+            client.sync(
+                client.scheduler.retire_workers,
+                workers=workers,
+                close_workers=True,
+                remove=True,
+                callback_timeout=_left(deadline),
+            )
+    except TimeoutError as exc:
+        raise TimeoutError(f"the workers did not retire in {SHUTDOWN_SECONDS} s") from exc
     # a retired worker closes a moment later; a scheduler that stops before then logs the
     # worker's failed heartbeat or its own cancelled read as an error
     _wait_closed(deadline)
-    while client.run_on_scheduler(_worker_streams) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and client.run_on_scheduler(
+        _worker_streams, callback_timeout=_left(deadline)
+    ):
         time.sleep(0.05)
+
+
+def _left(deadline):
+    """The seconds left until ``deadline`` (a ``time.monotonic()``): what a call on the
+    cluster may take; :class:`TimeoutError` once none are left."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("no time left")
+    return left
 
 
 def _wait_closed(deadline):

@@ -1,6 +1,6 @@
 """Rows to load in shares, the same whoever loads them: a dataset or the synthetic url."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -17,7 +17,8 @@ class Source:
 
     The rows are a dataset (name, file or CSR cache) or the synthetic url-like data
     (``dataset=None``); ``part`` keeps the first ``1 - holdout`` of each share ("train"),
-    the rest ("test"), or all of it.
+    the rest ("test"), or all of it. A share is read once for its two parts: the load of
+    one keeps the other until it is loaded (the one of the last load only).
 
     Parameters
     ----------
@@ -79,17 +80,25 @@ class Source:
         y : ndarray
             Their labels.
         """
+        if self.part == "all":
+            return self._share(rank, size)
+        kept = _cut_off.pop((self, rank, size), None)
+        if kept is not None:
+            return kept
+        X, y = self._share(rank, size)
+        cut = X.shape[0] - int(round(self.holdout * X.shape[0]))
+        parts = {"train": slice(None, cut), "test": slice(cut, None)}
+        other = "test" if self.part == "train" else "train"
+        _cut_off.clear()  # the share is read once for both parts: keep the other one
+        _cut_off[replace(self, part=other), rank, size] = _rows(X, y, parts[other])
+        return _rows(X, y, parts[self.part])
+
+    def _share(self, rank, size):
         if self.dataset is None:
             X, y = _url_like(self.rows, self.features, self.nnz_per_row, self.seed)
             start, stop = row_blocks(X.shape[0], size)[rank : rank + 2]
-            X, y = X[start:stop], y[start:stop]
-        else:
-            X, y = shard(self.dataset, rank, size, self.n_features, data_home=self.data_home)
-        if self.part == "all":
-            return X, y
-        cut = X.shape[0] - int(round(self.holdout * X.shape[0]))
-        rows = slice(None, cut) if self.part == "train" else slice(cut, None)
-        return X[rows], np.asarray(y[rows])
+            return X[start:stop], y[start:stop]
+        return shard(self.dataset, rank, size, self.n_features, data_home=self.data_home)
 
     def width(self):
         """The number of columns, known without reading the rows.
@@ -112,6 +121,15 @@ class Source:
             The dataset as given, or a description of the synthetic data.
         """
         return self.dataset or f"url-like synthetic ({self.rows:,} rows, seed {self.seed})"
+
+
+_cut_off = {}
+"""The part of a share that the last :meth:`Source.load` of a part cut off, by the
+``(source, rank, size)`` that loads it, until that load takes it (one at most)."""
+
+
+def _rows(X, y, rows):
+    return X[rows], np.asarray(y[rows])
 
 
 @lru_cache(maxsize=1)
