@@ -1,5 +1,5 @@
-"""The held-out rows' score, and its rise over a reference model's with the standard
-error of that rise, against numpy on the same rows (classifier and regressor)."""
+"""The held-out rows' score, and the standard error of the difference of two scores of
+them, against numpy on the same rows (classifier and regressor)."""
 
 from types import SimpleNamespace
 
@@ -39,32 +39,24 @@ def values(X, y, weights, classifier):
 
 
 @pytest.mark.parametrize("classifier", [True, False], ids=["classifier", "regressor"])
-def test_the_rise_over_the_best_model_and_its_standard_error(classifier):
+def test_the_score_and_the_noise_of_its_difference(classifier):
     X, y, weight = rows(classifier)
     setup = setup_of(classifier)
     held = holdout.HeldOut(X, y, weight, setup, MPI.COMM_SELF)
-    best, now = model(1), model(2)
-    first = held.sums(best)
-    held.keep(best)
-    now.held_best = best.held_best  # (the fit's weights carry it from epoch to epoch)
-    second = held.sums(now)
-    before, after = values(X, y, best, classifier), values(X, y, now, classifier)
+    now = model(2)
+    sums = held.sums(now)
+    mine = values(X, y, now, classifier)
     total = weight.sum()
     if classifier:
         scale = total
-        expected = [weight @ after / total, weight @ before / total]
+        expected = weight @ mine / total
     else:
-        scale = -(weight @ y**2 - (weight @ y) ** 2 / total)
-        expected = [1 + weight @ after / scale, 1 + weight @ before / scale]
-    assert holdout.score(second, setup) == pytest.approx(expected[0])
-    assert holdout.score(first, setup) == pytest.approx(expected[1])
-    change = weight * (after - before)
-    rise, error = holdout.rise(second, setup)
-    assert rise == pytest.approx(expected[0] - expected[1])
-    assert rise == pytest.approx(change.sum() / scale)
-    assert error == pytest.approx(np.sqrt(change @ change) / abs(scale))
-    # the same model again: no rise, and no error
-    assert holdout.rise(held.sums(best), setup) == (0.0, 0.0)
+        scale = weight @ y**2 - (weight @ y) ** 2 / total
+        expected = 1 - weight @ mine / scale
+    assert holdout.score(sums, setup) == pytest.approx(expected)
+    # two models' scores of these rows, each the weighted sum of independent rows' values
+    spread = np.sqrt(np.sum(weight**2 * (mine - weight @ mine / total) ** 2))
+    assert holdout.noise(sums, setup) == pytest.approx(np.sqrt(2) * spread / scale)
 
 
 @pytest.mark.parametrize("n_strata", [1, 2, 5])

@@ -40,12 +40,12 @@ the loss of the steps depends on the number of ranks (each rank's steps see its 
 only), the score of the model does not. Ten thousand rows tell a change of ``tol=1e-3``
 in accuracy from ten rows, and leave more rows to train on than a tenth of a large set."""
 SIGNIFICANCE = 2.0
-"""With ``early_stopping="auto"``, a rise of the held-out score counts only when it passes
-``tol`` and this many standard errors of the rise over the last epoch whose rise counted
-(the two models' scores paired row by row): a rise within the noise of the held-out rows
-does not keep a fit going, and small rises add up until they count, so a model that
-jitters from epoch to epoch (one rank's) stops where a steadier one (the mean of several
-ranks') does."""
+"""With ``early_stopping="auto"``, a rise of the held-out score over the last epoch whose
+rise counted counts only when it passes ``tol`` and this many standard errors of the
+difference of two scores of the held-out rows by unrelated models: a rise within the
+noise of the held-out rows does not keep a fit going, small rises add up until they
+count, and the bar is the same however much the models jitter from epoch to epoch (one
+rank's more than the mean of several ranks'), so P ranks stop where one rank does."""
 
 
 class SparseSGD(BaseEstimator):

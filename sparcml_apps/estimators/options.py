@@ -141,10 +141,11 @@ OPTIONS = (
         "objective of the epochs' steps (their loss and the penalty) has not fallen by "
         "``tol``; 'auto': True for a fit of 10,000 rows or more (all ranks together) with "
         "a ``tol``, holding out at most 10,000 of them, else False, and a rise of the "
-        "score then counts only when it also passes two standard errors of the rise (the "
-        "rows' scores of the two models paired). The score is that of the model the fit "
-        "returns (the average, once averaging began), so P ranks stop near where one "
-        "would. Never for ``partial_fit``.",
+        "score over the last epoch whose rise counted then counts only when it also "
+        "passes two standard errors of the difference of two scores of the held-out "
+        "rows. The score is that of the model the fit returns (the average, once "
+        "averaging began), so P ranks stop near where one would. Never for "
+        "``partial_fit``.",
     ),
     Option(
         "validation_fraction", 0.1, [_interval(Real, 0, 1, "neither")],

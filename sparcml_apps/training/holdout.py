@@ -101,11 +101,11 @@ class HeldOut:
     the ranks' averages differ, they sum them (one dense allreduce of those columns, not
     of the model); each rank then scores its own rows and the ranks sum the counts.
 
-    A rise of the score is told from noise by pairing, row by row, the model's score with
-    that of a reference model (:meth:`keep`, which training calls for each epoch whose
-    rise counted; its rows' values are ``weights.held_best``, a part of the training
-    state): its standard error is that of a sum of the rows' differences (:func:`rise`),
-    small where the two models agree on most rows.
+    A rise of the score is told from noise by the standard error of the difference of
+    two scores of these rows by unrelated models (:func:`noise`): it depends on the rows
+    and the score only, not on how much one epoch's model differs from another's, so
+    that a fit on several ranks, whose models jitter less from epoch to epoch than one
+    rank's, counts the same rises as one rank.
     """
 
     def __init__(self, X, y, weight, setup, comm):
@@ -125,11 +125,11 @@ class HeldOut:
         self.entries = (np.arange(n_out)[:, None] * n_features + columns).ravel()
 
     def sums(self, weights):
-        """This rank's sums for :func:`score` and :func:`rise` (every rank calls it between
+        """This rank's sums for :func:`score` and :func:`noise` (every rank calls it between
         epochs): [weighted correct, weight] for a classifier, [weighted squared error,
-        weight, weighted y, weighted y^2] for a regressor; then the weighted differences
-        of the rows' values (correct, or squared error) from those of the reference model
-        (:meth:`keep`), and the sum of their squares (weights squared)."""
+        weight, weighted y, weighted y^2] for a regressor; then, with the weights squared,
+        the sums of the rows' values (correct, or squared error), of their squares and of
+        the weights."""
         setup, state = self.setup, weights.state
         n = self.entries.size
         model = np.empty(n + setup.n_out)
@@ -152,21 +152,16 @@ class HeldOut:
         y, weight = self.y, self.weight
         if setup.classifier:
             if setup.multiclass:
-                self.values = (scores.argmax(axis=1) == y).astype(np.float64)
+                values = (scores.argmax(axis=1) == y).astype(np.float64)
             else:
-                self.values = (np.where(scores[:, 0] > 0, 1.0, -1.0) == y).astype(np.float64)
-            sums = [float(weight @ self.values), float(weight.sum())]
+                values = (np.where(scores[:, 0] > 0, 1.0, -1.0) == y).astype(np.float64)
+            sums = [float(weight @ values), float(weight.sum())]
         else:
-            self.values = (scores[:, 0] - y) ** 2
-            sums = [float(weight @ self.values), float(weight.sum()), float(weight @ y),
+            values = (scores[:, 0] - y) ** 2
+            sums = [float(weight @ values), float(weight.sum()), float(weight @ y),
                     float(weight @ y**2)]  # fmt: skip
-        best = weights.held_best if weights.held_best.size else np.zeros_like(self.values)
-        change = weight * (self.values - best)
-        return sums + [float(change.sum()), float(change @ change)]
-
-    def keep(self, weights):
-        """The model :meth:`sums` last scored is the reference from now on."""
-        weights.held_best = self.values
+        squared = weight * weight
+        return sums + [float(squared @ values), float(squared @ values**2), float(squared.sum())]
 
 
 def score(sums, setup):
@@ -178,15 +173,17 @@ def score(sums, setup):
     return 1.0 - squared_error / spread if spread > 0 else 0.0
 
 
-def rise(sums, setup):
-    """``(rise, standard error)`` of the score over the reference model's, from the
-    global sums of :meth:`HeldOut.sums`: the rows' differences paired, their sum's
-    standard error the root of their summed squares (the rows taken as independent)."""
-    change, squares = sums[-2:]
+def noise(sums, setup):
+    """The standard error of the difference of two scores (:func:`score`) of the rows of
+    the global sums of :meth:`HeldOut.sums` by unrelated models: the square root of twice
+    the variance of one score, the rows taken as independent and weighted."""
+    total = max(sums[1], 1e-300)
+    mean = sums[0] / total  # of the rows' values
+    by_squares, squares_by_squares, squared = sums[-3:]
+    variance = squares_by_squares - 2 * mean * by_squares + mean * mean * squared
     if setup.classifier:
-        scale = max(sums[1], 1e-300)
+        scale = total
     else:  # R^2 falls as the squared error rises
-        total, first, second = sums[1:4]
-        scale = -(second - first * first / max(total, 1e-300))
-        scale = scale if scale < 0 else -1e-300
-    return change / scale, math.sqrt(squares) / abs(scale)
+        first, second = sums[2:4]
+        scale = max(second - first * first / total, 1e-300)
+    return math.sqrt(2 * max(variance, 0.0)) / scale

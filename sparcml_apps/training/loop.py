@@ -235,8 +235,9 @@ def train(
     Convergence is decided on global sums, the same whatever the number of ranks: with
     rows held out, on their score (accuracy or R^2) of the model the fit would return
     now (the average, once averaging began), which must rise by ``tol`` and by
-    ``significance`` standard errors of its rise (:func:`holdout.rise`) over the score of
-    the last epoch that rose so (0: by ``tol`` alone, over the best score so far); else on
+    ``significance`` standard errors of the difference of two scores of the held-out rows
+    (:func:`holdout.noise`) over the score of the last epoch that rose so (0: by ``tol``
+    alone, over the best score so far); else on
     the objective the steps minimize: the loss of the epoch's steps summed over every
     rank's rows, and the penalty of the model at the epoch's end once a row, which must
     fall by ``tol`` times the rows' weight (:func:`_converge`). Every rank stops at the
@@ -254,8 +255,6 @@ def train(
     validation = None
     if held is not None:
         validation = holdout.HeldOut(X[held], y[held], row_weight[held], setup, comm)
-        if progress is None:  # (a run resumed keeps the best model's scores it saved)
-            weights.held_best = EMPTY
         row_weight = np.where(held, 0.0, row_weight)  # the loss sums the training rows only
     n_rows = X.shape[0] - (0 if held is None else int(np.count_nonzero(held)))
     epochs = _Epochs(X, y, row_weight, setup, weights, comm, n_rows)
@@ -333,8 +332,6 @@ def train(
             gain = None
             if validation is not None:
                 gain = _significant_gain(sums[3:], record, progress, setup, significance)
-                if gain:
-                    validation.keep(weights)
             rows = int(epochs.counts.sum())
             anchored = gain is not None and significance > 0
             _converge(progress, record, sums, weights, setup, gain, rows, anchored)
@@ -363,13 +360,14 @@ def _pause(checkpoints, weights, progress, epochs, stats, begin, comm):
 
 def _significant_gain(sums, record, progress, setup, significance):
     """Whether the held-out score rose over the reference's (:func:`_converge`) by ``tol``
-    and by more than ``significance`` standard errors of the rise (:func:`holdout.rise`)."""
+    and by more than ``significance`` standard errors of the difference of two scores of
+    the held-out rows (:func:`holdout.noise`)."""
     if record.validation_score < -progress.best + setup.tol:
         return False
     if significance == 0 or math.isinf(progress.best):  # (the first score: no best yet)
         return True
-    gain, error = holdout.rise(sums, setup)
-    return gain > significance * error
+    rise = record.validation_score + progress.best
+    return rise > significance * holdout.noise(sums, setup)
 
 
 def _converge(progress, record, sums, weights, setup, gain, rows, anchored=False):
@@ -381,7 +379,7 @@ def _converge(progress, record, sums, weights, setup, gain, rows, anchored=False
     penalty of the model at the epoch's end, which must fall by ``tol`` times the rows'
     weight. Each epoch is measured against the best so far (``progress.best``), or, when
     ``anchored``, against the last epoch that gained: rises too small to count alone then
-    add up until they count, however much each epoch's model jitters around its trend."""
+    add up until they count."""
     if gain is not None:
         improved, measure = gain, -record.validation_score
     else:

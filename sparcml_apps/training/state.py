@@ -109,7 +109,6 @@ class Weights:
     average_intercept: np.ndarray = field(default_factory=lambda: EMPTY)
     agreed: np.ndarray = field(default_factory=lambda: EMPTY)  # several ranks
     agreed_intercept: np.ndarray = field(default_factory=lambda: EMPTY)
-    held_best: np.ndarray = field(default_factory=lambda: EMPTY)  # holdout.HeldOut.keep
     average_start: int = 0  # the sample time averaging starts at, once chosen
     period: int = 0  # local steps between exchanges, once chosen
     listing: bool = False  # find a rank's changes from a list of the weights it touched
@@ -205,7 +204,7 @@ class Weights:
 
 ARRAYS = (
     "v", "intercept", "state", "l1_applied", "offsets", "average_intercept", "agreed",
-    "agreed_intercept", "residual", "in_support", "held_best",
+    "agreed_intercept", "residual", "in_support",
 )  # fmt: skip
 NUMBERS = ("epochs", "average_start", "period", "listing", "dense", "n_support")
 
