@@ -110,6 +110,7 @@ class HeldOut:
 
     def __init__(self, X, y, weight, setup, comm):
         self.y, self.weight, self.setup, self.comm = y, weight, setup, comm
+        self.squared = weight * weight  # (for the noise of the score)
         held = np.zeros(X.shape[1], np.bool_)
         held[X.indices] = True
         if comm.Get_size() > 1:
@@ -160,7 +161,7 @@ class HeldOut:
             values = (scores[:, 0] - y) ** 2
             sums = [float(weight @ values), float(weight.sum()), float(weight @ y),
                     float(weight @ y**2)]  # fmt: skip
-        squared = weight * weight
+        squared = self.squared
         return sums + [float(squared @ values), float(squared @ values**2), float(squared.sum())]
 
 
@@ -168,9 +169,15 @@ def score(sums, setup):
     """Accuracy, or R^2, from the global sums of :meth:`HeldOut.sums`."""
     if setup.classifier:
         return sums[0] / max(sums[1], 1e-300)
-    squared_error, total, first, second = sums[:4]
-    spread = second - first * first / max(total, 1e-300)
-    return 1.0 - squared_error / spread if spread > 0 else 0.0
+    spread = _spread(sums)
+    return 1.0 - sums[0] / spread if spread > 0 else 0.0
+
+
+def _spread(sums):
+    """The weighted sum of the squared deviations of a regressor's targets from their
+    mean, from the sums of :meth:`HeldOut.sums` (R^2's denominator)."""
+    total, first, second = sums[1:4]
+    return second - first * first / max(total, 1e-300)
 
 
 def noise(sums, setup):
@@ -181,9 +188,5 @@ def noise(sums, setup):
     mean = sums[0] / total  # of the rows' values
     by_squares, squares_by_squares, squared = sums[-3:]
     variance = squares_by_squares - 2 * mean * by_squares + mean * mean * squared
-    if setup.classifier:
-        scale = total
-    else:  # R^2 falls as the squared error rises
-        first, second = sums[2:4]
-        scale = max(second - first * first / total, 1e-300)
+    scale = total if setup.classifier else max(_spread(sums), 1e-300)
     return math.sqrt(2 * max(variance, 0.0)) / scale
