@@ -3,8 +3,10 @@ handshake, and arrays that travel in sealed shared memory, not through the socke
 
 import mmap
 import os
+import re
 import socket
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,3 +146,54 @@ def test_a_shelf_is_filled_again_and_grows_when_it_must():
     finally:
         shelf.close()
     assert shelf.fd is None
+
+
+def _mappings():
+    """``{start address: (path, fields)}`` of this process's mappings, from smaps."""
+    found, current = {}, None
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if "-" in head[0] and ":" not in head[0]:
+            current = found[int(head[0].split("-")[0], 16)] = (" ".join(head[5:]), {})
+        else:
+            current[1][head[0].rstrip(":")] = head[1:]
+    return found
+
+
+def _address(memory):
+    return np.frombuffer(memory, np.uint8).ctypes.data
+
+
+def test_a_shelf_asks_for_huge_pages():
+    shelf = _wire.Shelf()
+    try:
+        _wire.pack([np.arange(1 << 20, dtype=np.float64)], shelf)
+        path, fields = _mappings()[_address(shelf.memory)]
+        assert path.startswith("/memfd:sparcml-jobs")
+        assert "hg" in fields["VmFlags"]  # madvise(MADV_HUGEPAGE)
+    finally:
+        shelf.close()
+
+
+HUGE_SHARED = Path("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
+
+
+@pytest.mark.skipif(
+    not HUGE_SHARED.exists() or re.search(r"\[(never|deny)\]", HUGE_SHARED.read_text()),
+    reason="this machine gives shared memory no huge pages (shmem_enabled)",
+)
+def test_the_receiver_maps_the_shelf_in_huge_pages():
+    shelf = _wire.Shelf()
+    values = np.arange(4 << 20, dtype=np.float64)  # 32 MiB
+    try:
+        fd, ((pickle, table),) = _wire.pack([values], shelf)
+        got = _wire.unpack(pickle, table, os.dup(fd))
+        assert float(got.sum()) == float(values.sum())  # every page read
+        mapped = [
+            fields for start, (path, fields) in _mappings().items()
+            if path.startswith("/memfd:sparcml-jobs") and start != _address(shelf.memory)
+        ]  # fmt: skip
+        assert sum(int(f["ShmemPmdMapped"][0]) for f in mapped) >= 16 << 10  # kB
+        del got
+    finally:
+        shelf.close()

@@ -138,13 +138,20 @@ class Shelf:
         """The memfd, holding each ``(offset, bytes)`` of ``pieces`` within ``size``."""
         if self.memory is None or size > len(self.memory):
             self.close()
-            self.fd = _filled(size, pieces)
-            if size:  # its pages mapped now, not page by page at the next fill
-                self.memory = mmap.mmap(self.fd, size, mmap.MAP_SHARED | mmap.MAP_POPULATE)
-            return self.fd
+            self.fd = os.memfd_create("sparcml-jobs", os.MFD_CLOEXEC)
+            os.ftruncate(self.fd, size)
+            if not size:
+                return self.fd
+            self.memory = mmap.mmap(self.fd, size, mmap.MAP_SHARED)
+            self.memory.madvise(mmap.MADV_HUGEPAGE)
         shelf = np.frombuffer(self.memory, np.uint8)
-        for offset, raw in pieces:
-            shelf[offset : offset + raw.nbytes] = np.frombuffer(raw, np.uint8)
+        chunks = [
+            (offset + at, raw[at : at + COPY_BYTES])
+            for offset, raw in pieces
+            for at in range(0, raw.nbytes, COPY_BYTES)
+        ]
+        with ThreadPoolExecutor(COPY_THREADS) as threads:
+            list(threads.map(lambda chunk: _put(shelf, *chunk), chunks))
         return self.fd
 
     def close(self):
@@ -171,6 +178,10 @@ def _filled(size, pieces, flags=0):
         os.close(fd)
         raise
     return fd
+
+
+def _put(shelf, offset, view):
+    shelf[offset : offset + view.nbytes] = np.frombuffer(view, np.uint8)
 
 
 def _write(fd, offset, view):
