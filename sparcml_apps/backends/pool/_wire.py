@@ -127,9 +127,12 @@ class _Pickler(pickle.Pickler):
 class Shelf:
     """Shared memory that this process fills again for every :func:`pack`, for others to
     map: a memfd it keeps, mapped, so that filling it again copies at the speed of memory
-    (a new memfd's pages cost more to fill than the copy). It grows to the largest pack
-    so far; :meth:`close` frees it. The others must be done with one pack's arrays
-    before the next."""
+    (a new memfd's pages cost more to fill than the copy). Its mapping asks for huge
+    pages, which the pages get where the machine gives shared memory any
+    (``/sys/kernel/mm/transparent_hugepage/shmem_enabled`` not ``never``); then the
+    others' mappings of it use them too, and their random reads of the rows miss the
+    TLB less. It grows to the largest pack so far; :meth:`close` frees it. The others
+    must be done with one pack's arrays before the next."""
 
     def __init__(self):
         self.fd = self.memory = None
