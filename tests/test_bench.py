@@ -3,6 +3,8 @@ ones in ``make bench``, with ``pytest -m bench``)."""
 
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -212,19 +214,31 @@ def test_scaling(tmp_path):
 CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2), ("alone", 2)]
 
 
+@pytest.mark.skipif(shutil.which("lscpu") is None, reason="no lscpu on this machine")
+def test_the_many_core_mode_counts_cores_as_lscpu_does():
+    from sparcml_apps.bench._many_core import cores, physical_cores
+
+    mine = os.sched_getaffinity(0)
+    listed = subprocess.run(["lscpu", "--parse=CPU,CORE,SOCKET"], capture_output=True,
+                            text=True, check=True).stdout  # fmt: skip
+    rows = [line.split(",") for line in listed.splitlines() if not line.startswith("#")]
+    assert cores() == len(mine)
+    assert physical_cores() == len({(s, c) for cpu, c, s in rows if int(cpu) in mine})
+
+
 def test_scaling_on_many_cores(tmp_path):
-    from sparcml_apps.bench._many_core import ALLREDUCE_DENSITIES, LOSSES, cores, rank_counts
+    from sparcml_apps.bench import _many_core as mode
 
     quick("scaling", tmp_path, "--many-core", "--datasets", "url-like-dense")
     found = json.loads((tmp_path / "scaling-many-core.json").read_text())
-    assert found["cores"] == cores()
+    assert (found["cpus"], found["cores"]) == (mode.cores(), mode.physical_cores())
     rows = {row["nprocs"]: row for row in found["summary"]}
-    assert sorted(rows) == rank_counts(cores())
+    assert sorted(rows) == mode.rank_counts(mode.cores())
     # one rank's default fits are this process's fits of the same rows
     X, y = make_url_like(10_000, 100_000, random_state=0, **GENERATORS["url-like-dense"])
     X, y, Xt, yt = X[:8_000], y[:8_000], X[8_000:], y[8_000:]
     fits = {(r["loss"], r["nprocs"], r["seed"]): r for r in found["records"] if "defaults" in r}
-    for loss in LOSSES:
+    for loss in mode.LOSSES:
         for seed in (0, 1):
             model = SparseSGDClassifier(loss=loss, random_state=seed).fit(X, y)
             assert fits[loss, 1, seed]["defaults"]["epochs"] == model.n_iter_
@@ -237,10 +251,10 @@ def test_scaling_on_many_cores(tmp_path):
     # at every P > 1 (at 0.1% of 2**24 entries it sends a small share of the bytes)
     for nprocs, row in rows.items():
         assert row["sparcml_epochs_seconds"] > 0 and row["alone_epochs_seconds"] > 0
-        for density in ALLREDUCE_DENSITIES:
+        for density in mode.ALLREDUCE_DENSITIES:
             assert (f"allreduce_{density}" in row) == (nprocs > 1)
         if nprocs > 1:
-            assert row[f"allreduce_{ALLREDUCE_DENSITIES[0]}"] > 1
+            assert row[f"allreduce_{mode.ALLREDUCE_DENSITIES[0]}"] > 1
     assert (tmp_path / "scaling-many-core.png").stat().st_size > 10_000
 
 

@@ -1,5 +1,6 @@
 """The scaling benchmark on one machine of many cores (``--many-core``): what each added
-rank buys, P = 1, 2, 4, ... up to the cores.
+rank buys, P = 1, 2, 4, ... up to the CPUs (a P above the cores marked: where a core
+runs two hardware threads, its ranks share it).
 
 For every P and seed (in rounds, every P in turn): a fit with every default of each loss
 (hinge and log_loss: seconds, epochs and test accuracy), a fit of ``--epochs`` epochs
@@ -13,6 +14,7 @@ over one rank against P.
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -33,8 +35,19 @@ def rank_counts(cores):
 
 
 def cores():
-    """The cores this process may run on."""
+    """The CPUs this process may run on (hardware threads, where a core has several)."""
     return len(os.sched_getaffinity(0))
+
+
+def physical_cores():
+    """The cores under the CPUs this process may run on: CPUs that are threads of one core
+    count once (as the kernel's ``core_cpus_list`` groups them; each CPU its own core
+    where the kernel does not say)."""
+    found = set()
+    for cpu in os.sched_getaffinity(0):
+        path = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/core_cpus_list")
+        found.add(path.read_text().strip() if path.exists() else str(cpu))
+    return len(found)
 
 
 def _ranks(nprocs, module, options):
@@ -94,13 +107,14 @@ def summarize(records, allreduces):
     return rows
 
 
-def report(rows, epochs, seeds, n_cores):
-    """The rows as one Markdown table, against one rank."""
+def report(rows, epochs, seeds, n_cpus, n_cores):
+    """The rows as one Markdown table, against one rank; a P above ``n_cores`` is marked:
+    its ranks share cores' hardware threads."""
     one = rows[0]
     lines = [
-        f"Means over {seeds} seeds on {n_cores} cores; fixed epochs: {epochs} (log_loss); "
-        f"allreduce: {ALLREDUCE_SIZE:,} float32 entries, sparse (auto) against MPI's dense "
-        "Allreduce.",
+        f"Means over {seeds} seeds on {n_cpus} CPUs of {n_cores} cores; fixed epochs: "
+        f"{epochs} (log_loss); allreduce: {ALLREDUCE_SIZE:,} float32 entries, sparse (auto) "
+        "against MPI's dense Allreduce.",
         "",
         "| P | default fit, hinge: s (epochs), accuracy | against 1 rank "
         "| default fit, log_loss: s (epochs), accuracy | against 1 rank "
@@ -110,7 +124,7 @@ def report(rows, epochs, seeds, n_cores):
         "|---|---|---|---|---|---|---|---|" + "---|" * len(ALLREDUCE_DENSITIES),
     ]
     for row in rows:
-        cells = [str(row["nprocs"])]
+        cells = [str(row["nprocs"]) + (" (threads)" if row["nprocs"] > n_cores else "")]
         for loss in LOSSES:
             seconds = row[f"{loss}_seconds"]
             cells += [
@@ -135,8 +149,8 @@ def _seconds(value):
 
 def run(args, stems, name):
     """The whole mode on the rows of ``stems``: records, table, plot; returns 0."""
-    n_cores = cores()
-    counts = rank_counts(n_cores)
+    n_cpus, n_cores = cores(), physical_cores()
+    counts = rank_counts(n_cpus)
     records, allreduces = [], []
     for seed in range(args.seeds):
         for nprocs in counts:
@@ -146,11 +160,12 @@ def run(args, stems, name):
     for nprocs in counts[1:]:
         allreduces += allreduce(nprocs)
     rows = summarize(records, allreduces)
-    text = report(rows, args.epochs, args.seeds, n_cores)
+    text = report(rows, args.epochs, args.seeds, n_cpus, n_cores)
     print(f"\n{text}")
     write(args.out, "scaling-many-core", {"records": records, "allreduce": allreduces,
-          "summary": rows, "cores": n_cores}, text)  # fmt: skip
-    draw("speedup", rows, args.out / "scaling-many-core.png", f"{name}, {n_cores} cores")
+          "summary": rows, "cpus": n_cpus, "cores": n_cores}, text)  # fmt: skip
+    title = f"{name}, {n_cpus} CPUs of {n_cores} cores"
+    draw("speedup", rows, args.out / "scaling-many-core.png", title)
     return 0
 
 
