@@ -241,12 +241,21 @@ def test_scaling_on_many_cores(tmp_path):
     for loss in mode.LOSSES:
         for seed in (0, 1):
             model = SparseSGDClassifier(loss=loss, random_state=seed).fit(X, y)
-            assert fits[loss, 1, seed]["defaults"]["epochs"] == model.n_iter_
-            assert fits[loss, 1, seed]["defaults"]["accuracy"] == model.score(Xt, yt)
+            one = fits[loss, 1, seed]["defaults"]
+            assert one["epochs"] == model.n_iter_
+            assert one["accuracy"] == model.score(Xt, yt)
+            assert one["exchanges"] == one["exchange_seconds"] == 0  # one rank: none
+            assert 0 < one["epoch_seconds"] <= one["seconds"]
         for nprocs, row in rows.items():
             done = [fits[loss, nprocs, seed]["defaults"] for seed in (0, 1)]
             assert row[f"{loss}_epochs"] == np.mean([d["epochs"] for d in done])
             assert row[f"{loss}_accuracy"] == pytest.approx(np.mean([d["accuracy"] for d in done]))
+            if nprocs > 1:  # at least one exchange an epoch, which takes part of its time
+                for d in done:
+                    assert d["exchanges"] >= d["epochs"]
+                    assert 0 < d["exchange_seconds"] < d["epoch_seconds"] <= d["seconds"]
+                shares = [d["exchange_seconds"] / d["epoch_seconds"] for d in done]
+                assert row[f"{loss}_exchange_share"] == pytest.approx(np.mean(shares))
     # the fixed epochs and the ranks alone, and the sparse allreduce against the dense one
     # at every P > 1 (at 0.1% of 2**24 entries it sends a small share of the bytes)
     for nprocs, row in rows.items():

@@ -3,13 +3,14 @@ rank buys, P = 1, 2, 4, ... up to the CPUs (a P above the cores marked: where a 
 runs two hardware threads, its ranks share it).
 
 For every P and seed (in rounds, every P in turn): a fit with every default of each loss
-(hinge and log_loss: seconds, epochs and test accuracy), a fit of ``--epochs`` epochs
-(log_loss, ``tol=None``) and, for P > 1, the same epochs with every rank alone on its own
-block of rows (no exchange: what the machine itself makes of P processes, memory
-bandwidth included). For every P > 1 also the sparse allreduce (``auto``) against MPI's
-dense ``Allreduce`` of :data:`ALLREDUCE_SIZE` float32 entries at each of
-:data:`ALLREDUCE_DENSITIES`. One table (means over the seeds) and one plot of the speedup
-over one rank against P.
+(hinge and log_loss: seconds, epochs, test accuracy, and the exchanges and the share of
+the epochs' time the ranks spent in them, waits for one another included), a fit of
+``--epochs`` epochs (log_loss, ``tol=None``) and, for P > 1, the same epochs with every
+rank alone on its own block of rows (no exchange: what the machine itself makes of P
+processes, memory bandwidth included). For every P > 1 also the sparse allreduce
+(``auto``) against MPI's dense ``Allreduce`` of :data:`ALLREDUCE_SIZE` float32 entries at
+each of :data:`ALLREDUCE_DENSITIES`. One table (means over the seeds) and one plot of the
+speedup over one rank against P.
 """
 
 import json
@@ -87,6 +88,13 @@ def summarize(records, allreduces):
             runs = [r["defaults"] for r in mine if r["loss"] == loss and r["system"] == "sparcml"]
             for key in ("seconds", "epochs", "accuracy"):
                 row[f"{loss}_{key}"] = float(np.mean([run[key] for run in runs]))
+            if nprocs > 1:  # the share of the epochs' time spent in exchanges
+                row[f"{loss}_exchanges_per_epoch"] = float(
+                    np.mean([run["exchanges"] / run["epochs"] for run in runs])
+                )
+                row[f"{loss}_exchange_share"] = float(
+                    np.mean([run["exchange_seconds"] / run["epoch_seconds"] for run in runs])
+                )
         for system in ("sparcml", "alone"):
             runs = [r for r in mine if r["system"] == system and r.get("points")]
             if runs:
@@ -118,10 +126,11 @@ def report(rows, epochs, seeds, n_cpus, n_cores):
         "",
         "| P | default fit, hinge: s (epochs), accuracy | against 1 rank "
         "| default fit, log_loss: s (epochs), accuracy | against 1 rank "
+        "| default fits: exchanges an epoch, share of the time in them (hinge; log_loss) "
         "| fixed epochs: s | alone: s | fixed / alone "
         + "".join(f"| allreduce {d:.1%}: ms, x dense " for d in ALLREDUCE_DENSITIES)
         + "|",
-        "|---|---|---|---|---|---|---|---|" + "---|" * len(ALLREDUCE_DENSITIES),
+        "|---|---|---|---|---|---|---|---|---|" + "---|" * len(ALLREDUCE_DENSITIES),
     ]
     for row in rows:
         cells = [str(row["nprocs"]) + (" (threads)" if row["nprocs"] > n_cores else "")]
@@ -131,6 +140,14 @@ def report(rows, epochs, seeds, n_cpus, n_cores):
                 f"{seconds:.2f} ({row[f'{loss}_epochs']:.1f}), {row[f'{loss}_accuracy']:.4f}",
                 f"{seconds / one[f'{loss}_seconds']:.2f}x",
             ]
+        cells.append(
+            "; ".join(
+                f"{row[f'{loss}_exchanges_per_epoch']:.0f}, {row[f'{loss}_exchange_share']:.0%}"
+                for loss in LOSSES
+            )
+            if row["nprocs"] > 1
+            else ""
+        )
         fixed, alone = row.get("sparcml_epochs_seconds"), row.get("alone_epochs_seconds")
         cells += [_seconds(fixed), _seconds(alone)]
         cells.append(f"{fixed / alone:.2f}x" if fixed and alone else "")

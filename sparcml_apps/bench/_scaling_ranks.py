@@ -134,12 +134,22 @@ def defaults_fit(comm, train, test, seed, loss, system):
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(*train)
     seconds = _largest(comm, time.perf_counter() - begin)
+    done = {"epochs": int(model.n_iter_), "seconds": seconds}
+    if system == "sparcml":
+        done.update(where_time_went(comm, model.comm_stats_))
+    return {"defaults": done | {"accuracy": accuracy(comm, model, *test)}}
+
+
+def where_time_went(comm, history):
+    """Of a fit's epochs (its ``comm_stats_``): their seconds (the slowest rank's sum), the
+    exchanges, and the seconds the ranks spent in them (their mean; waiting for a slower
+    rank counts as the exchange's)."""
+    epochs = sum(record["seconds"] for record in history)
+    exchanging = sum(record["allreduce_seconds"] for record in history)
     return {
-        "defaults": {
-            "epochs": int(model.n_iter_),
-            "seconds": seconds,
-            "accuracy": accuracy(comm, model, *test),
-        }
+        "epoch_seconds": _largest(comm, epochs),
+        "exchanges": int(sum(record["exchanges"] for record in history)),
+        "exchange_seconds": float(_sum(comm, [exchanging])[0]) / comm.Get_size(),
     }
 
 
