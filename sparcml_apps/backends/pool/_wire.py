@@ -16,6 +16,7 @@ mapping or a descriptor drops it, or ends.
 """
 
 import array
+import contextlib
 import fcntl
 import hashlib
 import hmac
@@ -146,15 +147,10 @@ class Shelf:
             if not size:
                 return self.fd
             self.memory = mmap.mmap(self.fd, size, mmap.MAP_SHARED)
-            self.memory.madvise(mmap.MADV_HUGEPAGE)
+            with contextlib.suppress(OSError):  # a kernel without huge pages refuses
+                self.memory.madvise(mmap.MADV_HUGEPAGE)
         shelf = np.frombuffer(self.memory, np.uint8)
-        chunks = [
-            (offset + at, raw[at : at + COPY_BYTES])
-            for offset, raw in pieces
-            for at in range(0, raw.nbytes, COPY_BYTES)
-        ]
-        with ThreadPoolExecutor(COPY_THREADS) as threads:
-            list(threads.map(lambda chunk: _put(shelf, *chunk), chunks))
+        _copy(pieces, lambda offset, view: _put(shelf, offset, view))
         return self.fd
 
     def close(self):
@@ -170,17 +166,23 @@ def _filled(size, pieces, flags=0):
     fd = os.memfd_create("sparcml-jobs", os.MFD_CLOEXEC | flags)
     try:
         os.ftruncate(fd, size)
-        chunks = [
-            (offset + at, raw[at : at + COPY_BYTES])
-            for offset, raw in pieces
-            for at in range(0, raw.nbytes, COPY_BYTES)
-        ]
-        with ThreadPoolExecutor(COPY_THREADS) as threads:
-            list(threads.map(lambda chunk: _write(fd, *chunk), chunks))
+        _copy(pieces, lambda offset, view: _write(fd, offset, view))
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _copy(pieces, put):
+    """``put(offset, bytes)`` each :data:`COPY_BYTES` of each ``(offset, bytes)`` of
+    ``pieces``, on :data:`COPY_THREADS` threads."""
+    chunks = [
+        (offset + at, raw[at : at + COPY_BYTES])
+        for offset, raw in pieces
+        for at in range(0, raw.nbytes, COPY_BYTES)
+    ]
+    with ThreadPoolExecutor(COPY_THREADS) as threads:
+        list(threads.map(lambda chunk: put(*chunk), chunks))
 
 
 def _put(shelf, offset, view):
