@@ -110,7 +110,13 @@ class HeldOut:
 
     def __init__(self, X, y, weight, setup, comm):
         self.y, self.weight, self.setup, self.comm = y, weight, setup, comm
-        self.squared = weight * weight  # (for the noise of the score)
+        # what the sums hold that no model changes: the weight (and a regressor's
+        # weighted targets), and the weights squared, for the noise of the score
+        self.fixed = [float(weight.sum())]
+        if not setup.classifier:
+            self.fixed += [float(weight @ y), float(weight @ y**2)]
+        self.squared = weight * weight
+        self.squared_total = float(self.squared.sum())
         held = np.zeros(X.shape[1], np.bool_)
         held[X.indices] = True
         if comm.Get_size() > 1:
@@ -150,19 +156,15 @@ class HeldOut:
             model /= nprocs
         coef = model[:n].reshape(setup.n_out, -1)
         scores = np.asarray(self.X @ coef.T) + model[n:]
-        y, weight = self.y, self.weight
-        if setup.classifier:
-            if setup.multiclass:
-                values = (scores.argmax(axis=1) == y).astype(np.float64)
-            else:
-                values = (np.where(scores[:, 0] > 0, 1.0, -1.0) == y).astype(np.float64)
-            sums = [float(weight @ values), float(weight.sum())]
-        else:
+        y, squared = self.y, self.squared
+        if not setup.classifier:
             values = (scores[:, 0] - y) ** 2
-            sums = [float(weight @ values), float(weight.sum()), float(weight @ y),
-                    float(weight @ y**2)]  # fmt: skip
-        squared = self.squared
-        return sums + [float(squared @ values), float(squared @ values**2), float(squared.sum())]
+        elif setup.multiclass:
+            values = (scores.argmax(axis=1) == y).astype(np.float64)
+        else:
+            values = (np.where(scores[:, 0] > 0, 1.0, -1.0) == y).astype(np.float64)
+        return [float(self.weight @ values), *self.fixed, float(squared @ values),
+                float(squared @ values**2), self.squared_total]  # fmt: skip
 
 
 def score(sums, setup):
