@@ -261,6 +261,23 @@ def test_each_worker_maps_its_rows_from_shared_memory(tmp_path):
     assert wait_until(lambda: not any("memfd:sparcml-jobs" in m.read_text() for m in maps))
 
 
+def test_the_workers_load_the_training_code_not_scikit_learn(tmp_path):
+    def loaded(pid):  # the compiled modules and shared libraries a process has mapped
+        return {line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()}
+
+    X, y = data()
+    small().fit(X, y)
+    for pid in jobs.pool(2).pids.values():
+        files = loaded(pid)
+        assert any("/numba/" in path for path in files)  # the compiled kernels' runtime
+        assert not any("/sklearn/" in path for path in files), pid
+    # a callback sees the estimator, which the workers then load, and fit as before
+    small(callback=RecordPid(tmp_path)).fit(X, y)
+    pids = set(jobs.pool(2).pids.values())
+    assert {int(path.name) for path in tmp_path.iterdir()} == pids
+    assert all(any("/sklearn/" in path for path in loaded(pid)) for pid in pids)
+
+
 # -- checks raise here, as in this process ---------------------------------------------
 
 

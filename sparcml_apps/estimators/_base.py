@@ -1,7 +1,6 @@
 """What both estimators share: parameters, validation and the driver of a fit, which hands
 the fit to a backend (:mod:`sparcml_apps.backends`) and takes what it fitted."""
 
-import copy
 import functools
 import warnings
 
@@ -17,7 +16,7 @@ import collectives
 
 from .. import training
 from ..backends import communicator, in_process, pool
-from ..training import checkpoint, holdout, kernels, memory
+from ..training import holdout, kernels
 from . import options
 from ._task import FitTask
 from ._validation import (
@@ -83,7 +82,7 @@ class SparseSGD(BaseEstimator):
         fitted = backend.fit(task, X, y, sample_weight=sample_weight)
         return self._adopt(fitted)
 
-    def _fit_on(
+    def _plan(
         self,
         comm,
         X,
@@ -94,8 +93,15 @@ class SparseSGD(BaseEstimator):
         coef_init=None,
         intercept_init=None,
         sample_weight=None,
+        ranks=None,
     ):
-        """Fit on every rank of ``comm``, each rank with its own rows."""
+        """Check this rank's rows and the arguments, agree with the other ranks of
+        ``comm`` and set this estimator up (its classes, its width): the
+        :class:`~sparcml_apps.training.Plan` of this rank, which raises on every rank what
+        does not fit. ``ranks`` (default: those of ``comm``) is the number of ranks that
+        will train: the rows of all of them can be planned here, on one rank, and split;
+        then the copy of this estimator that a ``callback`` is shown on a rank takes that
+        rank's communicator as its ``comm``."""
         fresh = self._fresh(partial)
         previous_classes = getattr(self, "classes_", None)
         error = checked = None
@@ -106,46 +112,42 @@ class SparseSGD(BaseEstimator):
         except Exception as exc:  # noqa: BLE001 - every rank raises it, below
             error = exc
         collectives.check(error, comm)
+        elsewhere, ranks = ranks is not None, comm.Get_size() if ranks is None else ranks
         setup, X, y_encoded, row_weight, weights, held = self._prepare(
-            comm, checked, partial, fresh, previous_classes, classes, coef_init, intercept_init
-        )
+            comm, checked, partial, fresh, previous_classes, classes, coef_init,
+            intercept_init, ranks,
+        )  # fmt: skip
+        report = saving = None
         if self.callback is not None:
-            setup.callback = functools.partial(self._report_to_callback, dtype=X.dtype, comm=comm)
+            report = functools.partial(self._report_to_callback, dtype=X.dtype, elsewhere=elsewhere)
             setup.progress = getattr(self.callback, "steps", None)
-        checkpoints = progress = resumed_from = None
         if self.checkpoint is not None:
-            checkpoints = checkpoint.Checkpoints(
-                self.checkpoint,
-                self.checkpoint_seconds,
-                self._resume_options(setup, comm),
-                checkpoint.fingerprint(X, y_encoded, row_weight),
-            )
-            resumed = checkpoints.resume(comm) if self.resume else None
-            if resumed is not None:
-                weights, progress, resumed_from = resumed
-        try:
-            history = training.train(
-                X,
-                y_encoded,
-                row_weight,
-                setup,
-                weights,
-                comm,
-                max_epochs=1 if partial else self.max_iter,
-                check_convergence=not partial,
-                held=held,
-                significance=SIGNIFICANCE if isinstance(self.early_stopping, str) else 0.0,
-                progress=progress,
-                checkpoints=checkpoints,
-                block_rows=memory.block_rows(X, setup.n_out * setup.n_features, comm),
-            )
-        except collectives.RankError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - delivered to every rank
-            collectives.check(exc, comm)
-        self._store(weights, history, X.dtype, comm)
-        self.resumed_from_ = None if resumed_from is None else str(resumed_from)
-        diverged = [record.epoch for record in history if record.clipped]
+            options = self._resume_options(setup, ranks)
+            saving = (self.checkpoint, self.checkpoint_seconds, options, self.resume)
+        return training.Plan(
+            setup,
+            weights,
+            X,
+            y_encoded,
+            row_weight,
+            held,
+            max_epochs=1 if partial else self.max_iter,
+            check_convergence=not partial,
+            significance=SIGNIFICANCE if isinstance(self.early_stopping, str) else 0.0,
+            checkpoint=saving,
+            report=report,
+        )
+
+    def _finish(self, trained, *, partial):
+        """Keep what :func:`sparcml_apps.training.run` returned: the training state and
+        the fitted attributes; warn as scikit-learn does (every rank alike)."""
+        self._weights = trained.weights
+        self._set_model(trained.coef, trained.intercept, trained.coef.dtype)
+        self.n_iter_ = len(trained.history)
+        self.t_ = trained.weights.t
+        self.comm_stats_ = [record.as_dict() for record in trained.history]
+        self.resumed_from_ = trained.resumed_from
+        diverged = [record.epoch for record in trained.history if record.clipped]
         if diverged:
             warnings.warn(
                 f"The steps diverged in epoch(s) {ranges(diverged)}: the slope of the loss "
@@ -154,7 +156,7 @@ class SparseSGD(BaseEstimator):
                 RuntimeWarning,
                 stacklevel=5,  # fit, through the backend and the task
             )
-        if not partial and self.tol is not None and len(history) == self.max_iter:
+        if not partial and self.tol is not None and self.n_iter_ == self.max_iter:
             warnings.warn(
                 "Maximum number of iteration reached before convergence. Consider "
                 "increasing max_iter to improve the fit.",
@@ -169,17 +171,17 @@ class SparseSGD(BaseEstimator):
                 FutureWarning,
                 stacklevel=5,
             )
-        return self
 
     def _prepare(
-        self, comm, checked, partial, fresh, previous_classes, classes, coef_init, intercept_init
-    ):
+        self, comm, checked, partial, fresh, previous_classes, classes, coef_init,
+        intercept_init, ranks,
+    ):  # fmt: skip
         """What a fit does with the checked data (:func:`~._validation.validate_fit_data`) before it
         trains, raising on every rank what does not fit: the setup, this rank's rows, their
         encoded targets and weights, the initial weights and the rows held out (or None)."""
         X, y, sample_weight, sparse_input, labels = checked
         setup, X, y_encoded, row_weight, stops_early = self._agree_on_data(
-            comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
+            comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes, ranks
         )
         error = weights = None
         try:
@@ -194,28 +196,7 @@ class SparseSGD(BaseEstimator):
             held = self._hold_out(comm, y_encoded, row_weight, setup)
         return setup, X, y_encoded, row_weight, weights, held
 
-    def _check_alone(
-        self, method, X, y, *, sample_weight=None, classes=None, coef_init=None,
-        intercept_init=None,
-    ):  # fmt: skip
-        """Check a fit's data and arguments in this process before other processes fit:
-        raise what a fit here would raise before it trains. The checked ``(X, y,
-        sample_weight)``; ``self`` learns only what checking the data learns (the width,
-        the feature names)."""
-        from mpi4py import MPI
-
-        partial = method == "partial_fit"
-        fresh = self._fresh(partial)
-        checked = validate_fit_data(self, X, y, sample_weight, reset=fresh)
-        probe = self._detached()  # what preparing sets (classes_) is set on the probe
-        probe.random_state = copy.deepcopy(self.random_state)  # a seed drawn, not self's
-        probe._prepare(
-            MPI.COMM_SELF, checked, partial, fresh, getattr(self, "classes_", None),
-            classes, coef_init, intercept_init,
-        )  # fmt: skip
-        return checked[:3]
-
-    def _resume_options(self, setup, comm):
+    def _resume_options(self, setup, ranks):
         """What a run must share with a checkpoint to resume from it: the options of the
         training (but how many epochs it may take), the classes and the number of ranks."""
         skipped = ("callback", "progress", "verbose")
@@ -225,7 +206,7 @@ class SparseSGD(BaseEstimator):
             early_stopping=self.early_stopping,
             validation_fraction=self.validation_fraction,
             classes=getattr(self, "classes_", None),
-            ranks=comm.Get_size(),
+            ranks=ranks,
         )
         return options
 
@@ -234,7 +215,7 @@ class SparseSGD(BaseEstimator):
         return not partial or not hasattr(self, "coef_")
 
     def _agree_on_data(
-        self, comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes
+        self, comm, X, y, labels, sample_weight, sparse_input, partial, fresh, classes, ranks
     ):
         """Check that the ranks' data and parameters fit together; the setup, this rank's
         rows (in the dtype of the others when it holds none), their encoded targets and
@@ -284,7 +265,7 @@ class SparseSGD(BaseEstimator):
             neg_weight=neg,
             # a rank alone sends nothing: it rounds nothing
             value_dtype=np.dtype(
-                self.exchange_dtype if self.exchange_dtype and comm.Get_size() > 1 else X.dtype
+                self.exchange_dtype if self.exchange_dtype and ranks > 1 else X.dtype
             ),
             seed=seed,
             average=self.average if self.average == "auto" else int(self.average),
@@ -412,24 +393,15 @@ class SparseSGD(BaseEstimator):
             coef = coef.ravel()
         self.coef_, self.intercept_ = coef.astype(dtype), intercept.astype(dtype)
 
-    def _report_to_callback(self, record, weights, *, dtype, comm):
-        self._set_model(*self._model_of(weights, comm), dtype)
+    def _report_to_callback(self, record, weights, *, dtype, comm, elsewhere):
+        """Show ``callback`` the model as it stands after an epoch (averaged over the ranks
+        of ``comm``, where the model averages); a copy that trains ``elsewhere`` (another
+        process than the estimator's) shows it ``comm`` as its own."""
+        if elsewhere:
+            self.comm = comm
+        # (the model's arrays, but coef_ and intercept_, go before the callback runs)
+        self._set_model(*weights.model(comm, average=self.average), dtype)
         self.callback(self, record.as_dict())
-
-    def _model_of(self, weights, comm, agree=False):
-        """The weights and intercepts the model is: averaged (over the ranks of ``comm``;
-        with ``agree`` they then hold the same state), or current."""
-        if self.average:
-            return weights.averaged(comm, agree=agree)
-        return weights.coef(), weights.intercept
-
-    def _store(self, weights, history, dtype, comm):
-        """Keep the training state and set the fitted attributes (every rank alike)."""
-        self._weights = weights
-        self._set_model(*self._model_of(weights, comm, agree=True), dtype)
-        self.n_iter_ = len(history)
-        self.t_ = weights.t
-        self.comm_stats_ = [record.as_dict() for record in history]
 
     # -- using the model --------------------------------------------------------------
 

@@ -1,5 +1,8 @@
 """A call of ``fit`` or ``partial_fit`` as an estimator hands it to a backend."""
 
+from .. import training
+from ..inputs import row_blocks
+
 
 class FitTask:
     """One call of ``fit`` or ``partial_fit``, as an estimator hands it to a backend.
@@ -7,10 +10,13 @@ class FitTask:
     The backend (:mod:`sparcml_apps.backends`) fits it through these methods only.
 
     A backend that fits in this process :meth:`run`\\ s the task it is given: that fits the
-    estimator itself. One that fits in other processes sends them a :meth:`detached`
-    copy (it pickles), which each runs there; it brings the :meth:`fitted_state` of one
-    of them back into its copy here (:meth:`take`) and returns that copy, whose fitted
-    state the estimator then takes over.
+    estimator itself. One that fits in other processes works on a :meth:`detached` copy
+    and returns it, fitted, for the estimator to take over. It either sends the copy (it
+    pickles) to processes that each :meth:`run` it on their rows and brings the
+    :meth:`fitted_state` of one of them back (:meth:`take`), or it :meth:`plans` the fit
+    here and sends each process its plan, which needs only
+    :mod:`sparcml_apps.training` there, and brings back what they trained
+    (:meth:`finish`).
 
     Parameters
     ----------
@@ -111,52 +117,92 @@ class FitTask:
         """
         return FitTask(self._estimator._detached(), self.method, self.arguments, detached=True)
 
-    def check(self, X, y, sample_weight=None):
-        """Check the data and arguments in this process before other processes fit.
+    def plans(self, X, y, sample_weight=None, *, ranks):
+        """Plan the fit of ``ranks`` ranks that hold blocks of the rows, in this process.
 
-        It raises what a fit here would raise before it trains. The estimator learns only
-        what checking the data learns (its width, the feature names).
+        The estimator checks the data and the arguments as a fit on one rank does, and
+        sets up what a fit on ``ranks`` ranks shares; each rank's
+        :class:`~sparcml_apps.training.Plan` holds its block of the rows. A process
+        that runs one needs :mod:`sparcml_apps.training`, not this estimator, and the
+        ranks train as if each had been given its block by :meth:`run` (SPMD): the same
+        model, bit for bit. :meth:`finish` takes what they trained.
 
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            The rows, as the estimator's ``fit`` takes them.
+            All the rows, as the estimator's ``fit`` takes them.
         y : array-like of shape (n_samples,)
             The targets.
         sample_weight : array-like of shape (n_samples,), default=None
             The weight of each row (None: all 1).
+        ranks : int
+            The number of ranks; each holds a contiguous block of the rows, in order
+            (:func:`sparcml_apps.inputs.row_blocks`).
 
         Returns
         -------
-        X : scipy.sparse.csr_matrix of shape (n_samples, n_features)
-            The rows, float64 or float32.
-        y : ndarray of shape (n_samples,)
-            The targets.
-        sample_weight : ndarray of shape (n_samples,)
-            The weights, float64 (ones for None).
+        list of sparcml_apps.training.Plan
+            The plan of each rank.
 
         Raises
         ------
         ValueError
-            What the estimator's ``fit`` (or ``partial_fit``) on this process alone
-            raises before it trains.
+            What the estimator's ``fit`` (or ``partial_fit``) raises before it trains.
 
         Examples
         --------
         >>> import numpy as np
         >>> from sparcml_apps.estimators import FitTask, SparseSGDClassifier
-        >>> task = FitTask(SparseSGDClassifier(), "fit", {})
-        >>> X, y, weight = task.check(np.eye(3), [0, 1, 1])
-        >>> X.format, weight
-        ('csr', array([1., 1., 1.]))
-        >>> task.check(np.eye(3), [0, 0, 0])
+        >>> task = FitTask(SparseSGDClassifier(random_state=0), "fit", {}).detached()
+        >>> first, second = task.plans(np.eye(4), ["a", "b", "b", "a"], ranks=2)
+        >>> first.X.shape, second.y
+        ((2, 4), array([ 1., -1.]))
+        >>> task.plans(np.eye(3), [0, 0, 0], ranks=2)
         Traceback (most recent call last):
         ...
         ValueError: The number of classes has to be greater than one; got 1 class: [0].
         """
-        return self._estimator._check_alone(
-            self.method, X, y, sample_weight=sample_weight, **self.arguments
+        from mpi4py import MPI
+
+        plan = self._estimator._plan(
+            MPI.COMM_SELF,
+            X,
+            y,
+            partial=self.method == "partial_fit",
+            sample_weight=sample_weight,
+            ranks=ranks,
+            **self.arguments,
         )
+        return plan.blocks(row_blocks(plan.X.shape[0], ranks))
+
+    def finish(self, trained):
+        """Take what the ranks of :meth:`plans` trained: the estimator is fitted.
+
+        Parameters
+        ----------
+        trained : sparcml_apps.training.Trained
+            What :func:`sparcml_apps.training.run` returned on the ranks.
+
+        Returns
+        -------
+        FitTask
+            This task, whose estimator now holds the fitted state.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from mpi4py import MPI
+        >>> from sparcml_apps import training
+        >>> from sparcml_apps.estimators import FitTask, SparseSGDRegressor
+        >>> task = FitTask(SparseSGDRegressor(random_state=0), "fit", {})
+        >>> (plan,) = task.plans(np.eye(3), [1.0, 2.0, 3.0], ranks=1)
+        >>> task.finish(training.run(plan, MPI.COMM_SELF)) is task
+        True
+        >>> task.fitted_state()["coef_"].shape
+        (3,)
+        """
+        self._estimator._finish(trained, partial=self.method == "partial_fit")
+        return self
 
     def run(self, comm, X, y, sample_weight=None):
         """Fit on every rank of ``comm``, each rank with its own rows.
@@ -195,14 +241,11 @@ class FitTask:
         """
         if self._detached:
             self._estimator.comm = comm
-        self._estimator._fit_on(
-            comm,
-            X,
-            y,
-            partial=self.method == "partial_fit",
-            sample_weight=sample_weight,
-            **self.arguments,
+        partial = self.method == "partial_fit"
+        plan = self._estimator._plan(
+            comm, X, y, partial=partial, sample_weight=sample_weight, **self.arguments
         )
+        self.finish(training.run(plan, comm))
 
     def fitted_state(self, *, plain=False):
         """What fitting added: the fitted attributes and the training state.

@@ -175,6 +175,14 @@ class Weights:
         """The current weights, shape (n_out, n_features)."""
         return (self.state[kernels.WSCALE] * self.v).reshape(self.intercept.size, -1)
 
+    def model(self, comm=None, *, average, agree=False):
+        """The weights and intercepts the model is: :meth:`averaged` (over the ranks of
+        ``comm``, and with ``agree`` as there) where ``average`` (the setup's) is set, else
+        the current ones."""
+        if average:
+            return self.averaged(comm, agree=agree)
+        return self.coef(), self.intercept
+
     def averaged(self, comm=None, *, agree=False):
         """The averaged weights and intercepts (the current ones before averaging began).
 

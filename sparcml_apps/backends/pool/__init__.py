@@ -11,15 +11,16 @@ fit on it fails, and when this interpreter exits, leaving no process, file or sh
 An estimator holds no pool (its ``n_jobs`` picks one at each fit): a clone or a pickle
 carries none.
 
-A fit checks its data and arguments here first, as a fit in this process does, and
-raises what that one raises. It then copies the rows into shared memory that the pool
-keeps for its fits (as large as the largest one's rows), one contiguous block of rows a
-worker (the block rank ``r`` of ``mpiexec -n N`` takes, :func:`row_blocks`, so that the
-model is that of ``mpiexec -n N`` with ``comm=``, bit for bit); each worker maps its
-block, read-only and copy-on-write, and they train together over their ``COMM_WORLD``;
-worker 0 sends the fitted state back, its arrays in shared memory too (sealed against
-writes). Through the socket go control messages and the estimator's parameters only
-(:mod:`._wire`).
+A fit is planned here, as a fit in this process checks its data and arguments (it
+raises what that one raises) and as the ranks of ``mpiexec -n N`` with ``comm=`` agree on
+their setup: a :class:`sparcml_apps.training.Plan` a worker, each with one contiguous
+block of the rows (the block rank ``r`` takes, :func:`row_blocks`), so that the model is
+that of ``mpiexec -n N``, bit for bit. The workers load the training code, not the
+estimators nor scikit-learn. The rows go into shared memory that the pool keeps for its
+fits (as large as the largest one's rows); each worker maps its block, read-only and
+copy-on-write, and they train together over their ``COMM_WORLD``; worker 0 sends what it
+trained back, its arrays in shared memory too (sealed against writes). Through the
+socket go control messages and the setup only (:mod:`._wire`).
 
 Only this user can reach a pool: its socket lies in a folder only the owner may enter,
 and each worker proves that it holds the pool's random key (a file there, mode 0600)
@@ -36,7 +37,8 @@ after :data:`limits.SILENCE_SECONDS`. On any failure, and on Ctrl-C, the pool is
 one. What the workers print is copied to this process's ``sys.stdout`` and ``sys.stderr``.
 """
 
+from ...inputs import row_blocks
 from . import limits
-from ._pool import Pool, close, fit, pool, row_blocks, workers
+from ._pool import Pool, close, fit, pool, workers
 
 __all__ = ["Pool", "close", "fit", "limits", "pool", "row_blocks", "workers"]

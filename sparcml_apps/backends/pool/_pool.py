@@ -8,10 +8,6 @@ import threading
 import time
 import warnings
 
-import joblib
-import numpy as np
-
-from ...inputs import row_blocks
 from . import _job, _wire, limits
 
 LOG = logging.getLogger("sparcml_apps.backends.pool")
@@ -46,6 +42,8 @@ def workers(n_jobs):
     if n_jobs is None:
         return 1
     if n_jobs < 0:
+        import joblib  # (not in the workers, which never count cores)
+
         return max(joblib.cpu_count() + 1 + n_jobs, 1)
     return n_jobs
 
@@ -150,8 +148,10 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 def fit(task, X, y, *, sample_weight=None):
     """Fit ``task`` on the pool of ``workers(task.n_jobs)``; the copy of the task that fitted.
 
-    The copy is a detached one of the task (:class:`sparcml_apps.estimators.FitTask`). The
-    task's estimator changes only when the workers succeed. The pool's
+    The copy is a detached one of the task (:class:`sparcml_apps.estimators.FitTask`): it
+    plans the fit here (:meth:`~sparcml_apps.estimators.FitTask.plans`), each worker
+    trains on its plan and the copy takes what worker 0 trained. The task's estimator
+    changes only when the workers succeed. The pool's
     :attr:`Pool.timings` then hold the seconds from the call to each stage of the fit.
 
     Parameters
@@ -160,7 +160,8 @@ def fit(task, X, y, *, sample_weight=None):
         The call of ``fit`` or ``partial_fit``, of an estimator whose ``n_jobs`` asks for
         two workers or more.
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        All the rows; each worker gets a contiguous block of them (:func:`row_blocks`).
+        All the rows; each worker gets a contiguous block of them
+        (:func:`sparcml_apps.inputs.row_blocks`).
     y : array-like of shape (n_samples,)
         The targets.
     sample_weight : array-like of shape (n_samples,), default=None
@@ -169,8 +170,8 @@ def fit(task, X, y, *, sample_weight=None):
     Returns
     -------
     FitTask
-        A detached copy of ``task`` that holds what worker 0 fitted (the estimator takes
-        it over).
+        A detached copy of ``task`` that holds what the workers fitted (the estimator
+        takes it over).
 
     Raises
     ------
@@ -203,7 +204,7 @@ def fit(task, X, y, *, sample_weight=None):
     def stamp(stage):
         timings[stage] = time.monotonic() - begin
 
-    work = task.detached()  # checks the data and travels; the estimator waits
+    work = task.detached()  # planned and fitted here, while the estimator waits
     try:  # fail here, before anything starts, on what cannot travel
         pickle.dumps(work, protocol=5, buffer_callback=[].append)
     except Exception as exc:
@@ -213,54 +214,18 @@ def fit(task, X, y, *, sample_weight=None):
         ) from exc
     kept = pool(task.n_jobs)
     with kept._lock:
-        kept.start()  # its workers load while this process checks and copies the rows
-        X, y, weight = work.check(X, y, sample_weight)
-        weight = None if sample_weight is None else weight  # (each worker makes its ones)
+        kept.start()  # its workers load while this process plans and copies the rows
+        plans = work.plans(X, y, sample_weight, ranks=kept.n)
         stamp("checked")
-        if y.dtype == object:  # labels of Python objects (strings): each row's number
-            y = Labels(*np.unique(y, return_inverse=True))
-        bounds = row_blocks(X.shape[0], kept.n)
-        blocks = [_block(X, y, weight, bounds, rank) for rank in range(kept.n)]
-        tasks = [(work, block) for block in blocks]
-        fd, packed = _wire.pack(tasks, kept._shelf)
+        fd, packed = _wire.pack(plans, kept._shelf)
         stamp("packed")
-        state, caught = kept._run(fd, packed, stamp)
+        trained, caught = kept._run(fd, packed, stamp)
     for category, message in caught:
         warnings.warn(message, category, stacklevel=5)  # at the caller of fit
-    work.take(state)  # with what the check learnt (the width, the feature names)
+    work.finish(trained)
     stamp("total")
     kept.timings = timings
     return work
-
-
-def _block(X, y, weight, bounds, rank):
-    """The rows of worker ``rank``: CSR arrays (``indptr`` from 0), shape, y, weights."""
-    start, stop = bounds[rank], bounds[rank + 1]
-    first, last = X.indptr[start], X.indptr[stop]
-    return (
-        X.data[first:last],
-        X.indices[first:last],
-        X.indptr[start : stop + 1] - first,
-        (stop - start, X.shape[1]),
-        y[start:stop],
-        None if weight is None else weight[start:stop],
-    )
-
-
-class Labels:
-    """Labels that are Python objects (strings), as the distinct ones and each row's
-    number among them: an array of numbers travels in shared memory, one of objects
-    through the socket."""
-
-    def __init__(self, distinct, numbers):
-        self.distinct, self.numbers = distinct, numbers
-
-    def __getitem__(self, rows):
-        return Labels(self.distinct, self.numbers[rows])
-
-    def values(self):
-        """The labels, row by row."""
-        return self.distinct[self.numbers]
 
 
 class Pool:

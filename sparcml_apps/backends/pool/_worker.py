@@ -5,13 +5,14 @@ Run as ``mpiexec -n N python -m sparcml_apps.backends.pool._worker SOCKET HEARTB
 worker reads the pool's key from the file ``key`` beside the socket (in a folder only its
 user may enter), connects, proves that it holds the key and checks the caller's proof
 (:func:`._wire.handshake`), says which rank and process it is, starts MPI, loads the
-estimators (:data:`.limits.PRELOAD`) and says it is up. Then it fits, one task at a time,
-until the caller says ``close`` or goes away. A task comes as two messages: the caller's
-``sys.path``, then the fit (a detached :class:`~sparcml_apps.estimators.FitTask`) and this
-worker's block of rows, whose arrays are views of shared memory the caller filled (this
-worker opens it read-only and maps its block copy-on-write: no page is copied). The
-worker says it is ready, trains with the others over ``COMM_WORLD`` and ends the task
-with one message: its warnings and, from worker 0, the fitted state (its arrays in shared
+training code (:data:`.limits.PRELOAD`) and says it is up. Then it fits, one task at a
+time, until the caller says ``close`` or goes away. A task comes as two messages: the
+caller's ``sys.path``, then this worker's plan (a :class:`~sparcml_apps.training.Plan`,
+which the caller's estimator made: no estimator, nor scikit-learn, is loaded here), whose
+rows are views of shared memory the caller filled (this worker opens it read-only and
+maps its block copy-on-write: no page is copied). The worker says it is ready, trains
+with the others over ``COMM_WORLD`` (:func:`sparcml_apps.training.run`) and ends the task
+with one message: its warnings and, from worker 0, what it trained (its arrays in shared
 memory in turn), or the error that stopped every worker (:func:`collectives.check`).
 While it fits, it sends a heartbeat every ``HEARTBEAT`` seconds. When the caller's end of
 the socket closes, the worker removes the caller's folder and leaves at once.
@@ -29,12 +30,10 @@ import time
 import warnings
 from pathlib import Path
 
-import scipy.sparse as sp
-
 import collectives
 
+from ... import training
 from . import _procs, limits
-from ._pool import Labels
 from ._wire import Link, handshake, unpack
 
 GONE = 3
@@ -86,9 +85,9 @@ class _Caller:
         self.gone()
 
     def task(self):
-        """The next ``(task, block)`` (a detached :class:`~sparcml_apps.estimators.FitTask`
-        and this worker's rows), or the exception that kept it
-        from arriving (every worker raises it, in :func:`_train`); None at ``close``."""
+        """The next task, this worker's :class:`~sparcml_apps.training.Plan`, or the
+        exception that kept it from arriving (every worker raises it, in :func:`_train`);
+        None at ``close``."""
         message = unpack(*self.inbox.get())
         if message[0] == "close":
             return None
@@ -99,29 +98,26 @@ class _Caller:
             return exc
 
 
-def _train(caller, task, world):
-    """Train on the task; the outcome to report (None from a worker other than 0)."""
+def _train(caller, plan, world):
+    """Train on the plan; the outcome to report (None from a worker other than 0)."""
     try:
-        collectives.check(task if isinstance(task, Exception) else None, world)
-        work, (data, indices, indptr, shape, y, sample_weight) = task
-        X = sp.csr_matrix((data, indices, indptr), shape=shape)
-        y = y.values() if isinstance(y, Labels) else y
+        collectives.check(plan if isinstance(plan, Exception) else None, world)
         caller.send(("ready",))
-        work.run(world, X, y, sample_weight)
+        trained = training.run(plan, world)
     except collectives.RankError as exc:
         return ("error", exc.rank, exc.message)
     except Exception as exc:  # noqa: BLE001 - sent to the caller
         return ("error", world.Get_rank(), f"{type(exc).__name__}: {exc}")
-    return ("result", work.fitted_state()) if world.Get_rank() == 0 else None
+    return ("result", trained) if world.Get_rank() == 0 else None
 
 
 def _serve(caller, world):
     """Fit task after task until the caller says ``close``."""
-    while (task := caller.task()) is not None:
+    while (plan := caller.task()) is not None:
         caller.busy.set()
         with warnings.catch_warnings(record=True) as caught:
-            outcome = _train(caller, task, world)
-        del task  # its rows and arrays: their shared memory goes with the last view
+            outcome = _train(caller, plan, world)
+        del plan  # its rows and arrays: their shared memory goes with the last view
         said = [(w.category, str(w.message)) for w in caught]
         try:
             caller.send(("end", said, outcome))

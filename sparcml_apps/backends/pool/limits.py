@@ -3,7 +3,7 @@ test may change them)."""
 
 WORKER = "sparcml_apps.backends.pool._worker"
 """The module each worker runs (``python -m``)."""
-PRELOAD = ("sparcml_apps.estimators",)
+PRELOAD = ("sparcml_apps.training",)
 """The modules each worker imports once it is up, before its first task arrives."""
 IDLE_SECONDS = 300.0
 """A pool that runs no fit for this long closes."""
