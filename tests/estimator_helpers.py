@@ -11,6 +11,16 @@ def fail_on_rank1_at_epoch2(estimator, record):
         raise RuntimeError("rank 1 gives up at epoch 2")
 
 
+def fail_on_rank1_as_rank0_waits(estimator, record):
+    """After epoch 1, rank 1 raises while rank 0 waits in an MPI barrier that rank 1 never
+    enters: rank 0 never learns of the error from the other ranks."""
+    if record["epoch"] != 1:
+        return
+    if estimator.comm.Get_rank() == 1:
+        raise RuntimeError("rank 1 gives up at epoch 1")
+    estimator.comm.Barrier()
+
+
 def exit_on_rank1_at_epoch2(estimator, record):
     if estimator.comm.Get_rank() == 1 and record["epoch"] == 2:
         print("rank 1 leaves at epoch 2", file=sys.stderr, flush=True)

@@ -17,7 +17,12 @@ from pathlib import Path
 import joblib
 import numpy as np
 import pytest
-from estimator_helpers import PauseAfterEpoch1, exit_on_rank1_at_epoch2, fail_on_rank1_at_epoch2
+from estimator_helpers import (
+    PauseAfterEpoch1,
+    exit_on_rank1_at_epoch2,
+    fail_on_rank1_as_rank0_waits,
+    fail_on_rank1_at_epoch2,
+)
 from mpirun import run_mpi
 from pools import (
     descendants,
@@ -292,6 +297,26 @@ def test_an_exception_in_a_worker_reaches_the_caller():
     assert time.monotonic() - begin < 30
     assert digest(model) == before and model.n_features_in_ == 20
     assert not descendants(os.getpid())
+
+
+def test_a_worker_that_fails_while_another_waits_in_a_call_of_its_own(monkeypatch):
+    monkeypatch.setattr(limits, "STRANDED_SECONDS", 2.0)
+    X, y = make_classification(n_samples=1000, n_features=20, random_state=0)
+    model = SparseSGDClassifier(
+        n_jobs=2, callback=fail_on_rank1_as_rank0_waits, max_iter=5, tol=None
+    )
+    begin = time.monotonic()
+    with pytest.raises(collectives.RankError) as raised:
+        model.fit(X, y)
+    assert time.monotonic() - begin < 30  # not the heartbeat's silence: both beat on
+    assert str(raised.value) == (
+        "rank 1 failed: RuntimeError: rank 1 gives up at epoch 1; worker(s) 0 did not stop "
+        "with it within 2 s (waiting in a call of their own, as a callback's MPI call); "
+        "every worker was killed"
+    )
+    assert not hasattr(model, "coef_")
+    assert not descendants(os.getpid())
+    assert SparseSGDClassifier(n_jobs=2, max_iter=5, tol=None).fit(X, y).score(X, y) > 0.7
 
 
 def test_a_worker_that_exits():

@@ -119,11 +119,13 @@ class Trained:
     resumed_from: str | None = None
 
 
-def run(plan, comm):
+def run(plan, comm, *, failing=None):
     """Train on every rank of ``comm``, each rank with its own :class:`Plan`.
 
     Every rank calls it (SPMD) and every rank returns the same :class:`Trained`. Whatever
-    stops one rank raises on every rank (:func:`collectives.check`).
+    stops one rank raises on every rank (:func:`collectives.check`), once the others
+    reach a collective of :mod:`collectives`; one that waits in another (an MPI call of
+    a callback's) never does, and ``failing`` is how a rank can say so meanwhile.
 
     Parameters
     ----------
@@ -131,6 +133,8 @@ def run(plan, comm):
         This rank's plan.
     comm : mpi4py.MPI.Intracomm
         The ranks that train together.
+    failing : callable, optional
+        Called with the exception that stopped this rank, before the ranks agree on it.
 
     Returns
     -------
@@ -167,6 +171,8 @@ def run(plan, comm):
     except collectives.RankError:
         raise
     except Exception as exc:  # noqa: BLE001 - delivered to every rank
+        if failing is not None:
+            failing(exc)
         collectives.check(exc, comm)
     coef, intercept = weights.model(comm, average=setup.average, agree=True)
     resumed_from = None if resumed_from is None else str(resumed_from)

@@ -29,12 +29,14 @@ socket, nothing in ``/dev/shm``.
 
 This process never joins the MPI job, so nothing a worker does can end it. A failed fit
 raises :class:`collectives.RankError` naming the worker's rank: an exception in a
-worker, with its message; a worker that dies (its socket closes), with how it ended (the
-signal that killed it, or its exit code, as ``mpiexec`` reports); a worker that stops
-responding (it sends a heartbeat every :data:`limits.HEARTBEAT_SECONDS` while it fits),
-after :data:`limits.SILENCE_SECONDS`. On any failure, and on Ctrl-C, the pool is closed
-(every worker killed and reaped) before the exception leaves; the next fit starts a new
-one. What the workers print is copied to this process's ``sys.stdout`` and ``sys.stderr``.
+worker, with its message (after :data:`limits.STRANDED_SECONDS` at most, when another
+worker waits in an MPI call that is not training's and never learns of it); a worker
+that dies (its socket closes), with how it ended (the signal that killed it, or its exit
+code, as ``mpiexec`` reports); a worker that stops responding (it sends a heartbeat
+every :data:`limits.HEARTBEAT_SECONDS` while it fits), after
+:data:`limits.SILENCE_SECONDS`. On any failure, and on Ctrl-C, the pool is closed (every
+worker killed and reaped) before the exception leaves; the next fit starts a new one.
+What the workers print is copied to this process's ``sys.stdout`` and ``sys.stderr``.
 """
 
 from ...inputs import row_blocks

@@ -34,6 +34,10 @@ class _Silent(Exception):
     """A worker sent nothing for too long."""
 
 
+class _Stranded(Exception):
+    """A worker failed and the others did not stop with it in time."""
+
+
 class _Launch(Exception):
     """The job did not start: ``mpiexec`` ended, or the workers did not come up in time."""
 
@@ -58,6 +62,7 @@ class Job:
         self.peers = {}  # by rank, once a worker said which it is
         self.up = set()
         self.ready, self.ended, self.busy = set(), {}, False  # the fit that runs
+        self.failing = {}  # by rank: what a worker that failed said, and when
         self.shm = set()  # MPI's files in /dev/shm, removed once the workers end
         self.process = self.listener = None
         self.output = _procs.Output(self.folder, n)
@@ -116,7 +121,7 @@ class Job:
     def run(self, fd, packed, stamp):
         """Ship the tasks once every worker is up, wait for every worker's end; the
         fitted state and the warnings."""
-        self.ready, self.ended, self.busy = set(), {}, False
+        self.ready, self.ended, self.busy, self.failing = set(), {}, False, {}
         self.oom_kills = _procs.oom_kills()
         try:
             while len(self.up) < self.n:
@@ -135,6 +140,8 @@ class Job:
             raise self._lost(lost.args[0]) from None
         except _Silent as silent:
             raise self._silent(silent.args[0]) from None
+        except _Stranded as stranded:
+            raise self._stranded(*stranded.args) from None
         except _Launch as launch:
             raise self._launch_failed(launch.args[0]) from None
         self.busy = False
@@ -161,6 +168,13 @@ class Job:
             quiet = [p for p in quiet if not _procs.waiting(p.link)]
             if quiet:
                 raise _Silent(min(quiet, key=lambda p: p.seen))
+            stranded = [
+                (rank, message)
+                for rank, (message, since) in sorted(self.failing.items())
+                if rank not in self.ended and now - since > limits.STRANDED_SECONDS
+            ]
+            if stranded:
+                raise _Stranded(*stranded[0])
 
     def _accept(self):
         with contextlib.suppress(BlockingIOError):
@@ -199,6 +213,8 @@ class Job:
             self.ready.add(peer.rank)
             if len(self.ready) == self.n and stamp is not None:
                 stamp("first_step")
+        elif kind == "failing":
+            self.failing.setdefault(peer.rank, (message[1], peer.seen))
         elif kind == "end":
             self.ended[peer.rank] = message[1:]
 
@@ -245,6 +261,16 @@ class Job:
             peer.rank,
             f"its worker process (pid {peer.pid}) sent no heartbeat for {seconds:.0f} s: "
             f"{state}; every worker was killed",
+        )
+
+    def _stranded(self, rank, message):
+        self.stop()
+        others = sorted(set(self.peers) - set(self.failing) - set(self.ended))
+        return collectives.RankError(
+            rank,
+            f"{message}; worker(s) {', '.join(map(str, others))} did not stop with it within "
+            f"{limits.STRANDED_SECONDS:g} s (waiting in a call of their own, as a callback's "
+            "MPI call); every worker was killed",
         )
 
     def _launch_failed(self, what):

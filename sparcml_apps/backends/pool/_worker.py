@@ -1,21 +1,24 @@
 """One worker of a pool (:mod:`sparcml_apps.backends.pool`): a rank of the pool's own MPI
 job.
 
-Run as ``mpiexec -n N python -m sparcml_apps.backends.pool._worker SOCKET HEARTBEAT``. The
-worker reads the pool's key from the file ``key`` beside the socket (in a folder only its
-user may enter), connects, proves that it holds the key and checks the caller's proof
-(:func:`._wire.handshake`), says which rank and process it is, starts MPI, loads the
-training code (:data:`.limits.PRELOAD`) and says it is up. Then it fits, one task at a
-time, until the caller says ``close`` or goes away. A task comes as two messages: the
+Run as ``mpiexec -n N python -m sparcml_apps.backends.pool._worker SOCKET HEARTBEAT``.
+The worker reads the pool's key from the file ``key`` beside the socket (in a folder
+only its user may enter), connects, proves that it holds the key and checks the caller's
+proof (:func:`._wire.handshake`), says which rank and process it is, starts MPI, loads
+the training code (:data:`.limits.PRELOAD`) and says it is up. Then it fits, one task at
+a time, until the caller says ``close`` or goes away. A task comes as two messages: the
 caller's ``sys.path``, then this worker's plan (a :class:`~sparcml_apps.training.Plan`,
-which the caller's estimator made: no estimator, nor scikit-learn, is loaded here), whose
-rows are views of shared memory the caller filled (this worker opens it read-only and
-maps its block copy-on-write: no page is copied). The worker says it is ready, trains
-with the others over ``COMM_WORLD`` (:func:`sparcml_apps.training.run`) and ends the task
-with one message: its warnings and, from worker 0, what it trained (its arrays in shared
-memory in turn), or the error that stopped every worker (:func:`collectives.check`).
-While it fits, it sends a heartbeat every ``HEARTBEAT`` seconds. When the caller's end of
-the socket closes, the worker removes the caller's folder and leaves at once.
+which the caller's estimator made: no estimator, nor scikit-learn, is loaded here),
+whose rows are views of shared memory the caller filled (this worker opens it read-only
+and maps its block copy-on-write: no page is copied). The worker says it is ready,
+trains with the others over ``COMM_WORLD`` (:func:`sparcml_apps.training.run`) and ends
+the task with one message: its warnings and, from worker 0, what it trained (its arrays
+in shared memory in turn), or the error that stopped every worker
+(:func:`collectives.check`). A worker that fails says so at once (``failing``), before
+the others know: the caller ends the fit if they do not stop with it
+(:data:`.limits.STRANDED_SECONDS`). While it fits, it sends a heartbeat every
+``HEARTBEAT`` seconds. When the caller's end of the socket closes, the worker removes
+the caller's folder and leaves at once.
 """
 
 import faulthandler
@@ -103,12 +106,17 @@ def _train(caller, plan, world):
     try:
         collectives.check(plan if isinstance(plan, Exception) else None, world)
         caller.send(("ready",))
-        trained = training.run(plan, world)
+        trained = training.run(plan, world, failing=lambda exc: caller.send(_failing(exc)))
     except collectives.RankError as exc:
         return ("error", exc.rank, exc.message)
     except Exception as exc:  # noqa: BLE001 - sent to the caller
         return ("error", world.Get_rank(), f"{type(exc).__name__}: {exc}")
     return ("result", trained) if world.Get_rank() == 0 else None
+
+
+def _failing(exc):
+    """What a worker that failed tells the caller before the others know."""
+    return ("failing", f"{type(exc).__name__}: {exc}")
 
 
 def _serve(caller, world):

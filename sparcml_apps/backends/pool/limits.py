@@ -11,6 +11,10 @@ HEARTBEAT_SECONDS = 1.0
 """How often a worker that fits tells the caller that it is alive."""
 SILENCE_SECONDS = 10.0
 """A worker that fits and sends nothing for this long has failed (stopped, or stuck)."""
+STRANDED_SECONDS = 10.0
+"""A worker that failed and said so waits this long for the others to stop with it (they
+do at their next exchange); then every worker is killed. Another worker waiting in an MPI
+call of its own (a callback's) would never stop with it."""
 START_SECONDS = 60.0
 """How long the workers have to start, connect and start MPI."""
 GRACE_SECONDS = 5.0
