@@ -131,8 +131,13 @@ def test_diagnostics(tmp_path):
 def test_jobs(tmp_path):
     quick("jobs", tmp_path)
     found = records(tmp_path, "jobs")
+    found, searched = found[:4], found[4:]
     ways = [(r["way"], r["n_jobs"]) for r in found]
     assert ways == [("in-process", None), ("n_jobs=1", 1), ("first fit", 2), ("second fit", 2)]
+    # the grid search: 2 candidates x 3 folds, each fit on two thirds of the rows
+    assert [(r["way"], r["fit"], r["rows"]) for r in searched] == [
+        ("grid search", i, 20_000 * 2 // 3) for i in range(1, 7)
+    ]
     # the in-process fit of the same rows and seed, here
     X, y = make_url_like(25_000, random_state=0)
     model = SparseSGDClassifier(random_state=0).fit(X[:20_000], y[:20_000])
@@ -140,7 +145,7 @@ def test_jobs(tmp_path):
     assert [(r["epochs"], r["accuracy"]) for r in found[:2]] == [expected] * 2
     # a kept pool fits what a new one fits; each fit's stages come in order
     assert found[2]["accuracy"] == found[3]["accuracy"] and found[2]["epochs"] > 0
-    for r in found[2:]:
+    for r in found[2:] + searched:
         stages = list(r["stages"].values())
         assert list(r["stages"]) == list(STAGES) and 0 < stages[0] and stages == sorted(stages)
         assert r["stages"]["total"] <= r["seconds"]

@@ -6,14 +6,21 @@ fits them ``--repeats`` times each way, timed from the call to ``fit`` until it 
 in this process (``n_jobs=None``), with ``n_jobs=1`` (also in this process), and for
 each ``--nprocs`` N with ``n_jobs=N`` twice, the first fit on a new pool (its workers
 start within it) and the second on the same workers. A small fit first loads this
-process's kernels. Prints the medians, each ``n_jobs=N`` fit against ``n_jobs=1``, and
+process's kernels. Prints the medians, each ``n_jobs=N`` fit against ``n_jobs=1`` (also
+repeat by repeat: the ways of a repeat run in turn, on the same state of the machine),
 where the seconds of the fits on a pool go (:attr:`sparcml_apps.jobs.Pool.timings`), and
 the machine's load average (other work skews every figure).
+
+Then, on a new pool of the first ``--nprocs``, ``GridSearchCV`` over ``alpha`` (1e-5 and
+1e-4, 3 folds, no refit) fits 6 times; each fit is timed as the others, and its training
+(from every worker about to train until the model is back) told from the rest.
 """
 
 import os
 import statistics
 import time
+
+from sklearn.model_selection import GridSearchCV
 
 from .. import jobs
 from ..datasets import make_url_like
@@ -71,10 +78,76 @@ def run(args):
             timed("first fit", n, repeat)
             timed("second fit", n, repeat)
         jobs.close()
-    text = table(records)
+    searched = search(X, y, args.nprocs[0])
+    text = table(records) + "\n\n" + search_table(searched)
     print(text)
-    write(args.out, "jobs", records, text)
+    write(args.out, "jobs", records + searched, text)
     return 0
+
+
+class _Timed(SparseSGDClassifier):
+    """The classifier; each fit's seconds and pool stages go into ``FITS``."""
+
+    FITS = []
+
+    def fit(self, X, y, **kwargs):
+        begin = time.perf_counter()
+        super().fit(X, y, **kwargs)
+        stages = dict(jobs.pool(self.n_jobs).timings)
+        self.FITS.append({"seconds": time.perf_counter() - begin, "stages": stages})
+        return self
+
+
+def search(X, y, n):
+    """The fits of a grid search of ``n_jobs=n`` on a new pool, in order: records."""
+    jobs.close()
+    _Timed.FITS.clear()
+    grid = GridSearchCV(
+        _Timed(random_state=0, n_jobs=n), {"alpha": [1e-5, 1e-4]}, cv=3, refit=False
+    )
+    grid.fit(X, y)
+    jobs.close()
+    records = [
+        {"way": "grid search", "n_jobs": n, "fit": i, "rows": X.shape[0] * 2 // 3} | fit
+        for i, fit in enumerate(_Timed.FITS, 1)
+    ]
+    for record in records:
+        print({k: v for k, v in record.items() if k != "stages"} | _rounded(record["stages"]))
+    return records
+
+
+def search_table(records):
+    """Each fit of the grid search: seconds, its training, and the rest."""
+    lines = [
+        f"GridSearchCV(SparseSGDClassifier(n_jobs={records[0]['n_jobs']}), alpha 1e-5 and "
+        "1e-4, cv=3), a new pool:",
+        "",
+        "| fit | fit s | training s | the rest s |",
+        "|---|---|---|---|",
+    ]
+    rest = []
+    for record in records:
+        stages = record["stages"]
+        training = stages["fitted"] - stages["first_step"]
+        rest.append(record["seconds"] - training)
+        lines.append(
+            f"| {record['fit']} | {record['seconds']:.2f} | {training:.2f} | {rest[-1]:.2f} |"
+        )
+    lines += [
+        "",
+        f"The fits after the first spend {min(rest[1:]):.2f} to {max(rest[1:]):.2f} s "
+        "besides training (planning, copying the rows, sending the plans, the model back).",
+    ]
+    return "\n".join(lines)
+
+
+def _paired(records, way, n):
+    """The ratios of ``way`` to ``n_jobs=1`` repeat by repeat: their range."""
+    ones = {r["repeat"]: r["seconds"] for r in records if r["way"] == "n_jobs=1"}
+    ratios = [
+        r["seconds"] / ones[r["repeat"]] for r in records if (r["way"], r["n_jobs"]) == (way, n)
+    ]
+    return f"{min(ratios):.2f}x to {max(ratios):.2f}x repeat by repeat"
 
 
 def _rounded(stages):
@@ -110,7 +183,8 @@ def table(records):
         for key in ways
     }
     pools = "; ".join(
-        f"n_jobs={n}: first fit {ratio['first fit', n]:.2f}x, second {ratio['second fit', n]:.2f}x"
+        f"n_jobs={n}: first fit {ratio['first fit', n]:.2f}x ({_paired(records, 'first fit', n)}), "
+        f"second {ratio['second fit', n]:.2f}x ({_paired(records, 'second fit', n)})"
         for way, n in ways
         if way == "first fit"
     )
