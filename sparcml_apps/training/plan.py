@@ -29,7 +29,8 @@ class Plan:
     X : scipy.sparse.csr_matrix of shape (n_rows, n_features)
         This rank's rows (none on some ranks, when others hold rows).
     y : ndarray of shape (n_rows,)
-        Their targets, encoded (:meth:`Setup.params`: +1/-1, a class number or a value).
+        Their targets as the kernels take them: +1 or -1 for two classes, the class's
+        number for more, the value for a regressor.
     row_weight : ndarray of shape (n_rows,)
         The weight of each row.
     held : ndarray of bool of shape (n_rows,) or None
@@ -105,7 +106,8 @@ class Trained:
     coef : ndarray of shape (n_out, n_features)
         The model's weights (averaged, where the setup averages), in the rows' dtype.
     intercept : ndarray of shape (n_out,)
-        Its intercepts, in the rows' dtype.
+        Its intercepts, in the rows' dtype (the training state's own array, where that is
+        it: copy it to keep it).
     history : list of Epoch
         One record each epoch.
     resumed_from : str or None
@@ -176,4 +178,5 @@ def run(plan, comm, *, failing=None):
         collectives.check(exc, comm)
     coef, intercept = weights.model(comm, average=setup.average, agree=True)
     resumed_from = None if resumed_from is None else str(resumed_from)
-    return Trained(weights, coef.astype(X.dtype), intercept.astype(X.dtype), history, resumed_from)
+    coef, intercept = coef.astype(X.dtype, copy=False), intercept.astype(X.dtype, copy=False)
+    return Trained(weights, coef, intercept, history, resumed_from)
