@@ -21,6 +21,12 @@ def fail_on_rank1_as_rank0_waits(estimator, record):
     estimator.comm.Barrier()
 
 
+def stop_at_epoch2(estimator, record):
+    """Every rank raises after epoch 2."""
+    if record["epoch"] == 2:
+        raise RuntimeError("stopped at epoch 2")
+
+
 def exit_on_rank1_at_epoch2(estimator, record):
     if estimator.comm.Get_rank() == 1 and record["epoch"] == 2:
         print("rank 1 leaves at epoch 2", file=sys.stderr, flush=True)

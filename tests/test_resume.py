@@ -11,10 +11,12 @@ import warnings
 import joblib
 import numpy as np
 import pytest
+from estimator_helpers import stop_at_epoch2
 from mpirun import run_mpi
 from testdata import url_like
 
-from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
+import collectives
+from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor, jobs
 from sparcml_apps.estimators import _base
 from sparcml_apps.training import checkpoint, loop
 from sparcml_apps.training.checkpoint import CheckpointWarning
@@ -157,6 +159,28 @@ def test_a_checkpoint_of_other_options_or_data_is_refused(data, tmp_path, change
     with pytest.raises(ValueError, match="cannot resume from .*checkpoint-000001") as raised:
         model.fit(X, y)
     assert named in str(raised.value)
+
+
+def test_n_jobs_workers_checkpoint_and_resume_as_ranks_do(data, tmp_path):
+    X, y = data
+    common = dict(random_state=0, max_iter=4, tol=None, n_jobs=2, checkpoint=tmp_path)
+    try:
+        never = SparseSGDClassifier(random_state=0, max_iter=4, tol=None, n_jobs=2).fit(X, y)
+        with pytest.raises(collectives.RankError, match="stopped at epoch 2"):
+            SparseSGDClassifier(**common, callback=stop_at_epoch2).fit(X, y)
+        assert sorted(p.name for p in (tmp_path / "checkpoint-000001").glob("rank-*.npz")) == [
+            "rank-0.npz",
+            "rank-1.npz",
+        ]
+        resumed = SparseSGDClassifier(**common, resume=True).fit(X, y)
+    finally:
+        jobs.close()
+    assert resumed.resumed_from_.endswith("checkpoint-000001")
+    assert digest(resumed) == digest(never) and resumed.n_iter_ == 4
+    # the two workers' checkpoint is not one rank's
+    one = SparseSGDClassifier(**{**common, "n_jobs": None}, resume=True)
+    with pytest.raises(ValueError, match="written by 2 ranks, this run has 1"):
+        one.fit(X, y)
 
 
 def test_a_damaged_newest_checkpoint_gives_way_to_the_previous(data, tmp_path):
