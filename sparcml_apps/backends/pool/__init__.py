@@ -29,8 +29,8 @@ socket, nothing in ``/dev/shm``.
 
 This process never joins the MPI job, so nothing a worker does can end it. A failed fit
 raises :class:`collectives.RankError` naming the worker's rank: an exception in a
-worker, with its message (after :data:`limits.STRANDED_SECONDS` at most, when another
-worker waits in an MPI call that is not training's and never learns of it); a worker
+worker, with its message (after :data:`limits.STRANDED_SECONDS` at most: the others
+learn of it at their next exchange, or are killed); a worker
 that dies (its socket closes), with how it ended (the signal that killed it, or its exit
 code, as ``mpiexec`` reports); a worker that stops responding (it sends a heartbeat
 every :data:`limits.HEARTBEAT_SECONDS` while it fits), after

@@ -268,9 +268,8 @@ class Job:
         others = sorted(set(self.peers) - set(self.failing) - set(self.ended))
         return collectives.RankError(
             rank,
-            f"{message}; worker(s) {', '.join(map(str, others))} did not stop with it within "
-            f"{limits.STRANDED_SECONDS:g} s (waiting in a call of their own, as a callback's "
-            "MPI call); every worker was killed",
+            f"{message} (worker(s) {', '.join(map(str, others))} had not stopped with it "
+            f"{limits.STRANDED_SECONDS:g} s later, and every worker was killed)",
         )
 
     def _launch_failed(self, what):

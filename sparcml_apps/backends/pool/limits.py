@@ -12,9 +12,10 @@ HEARTBEAT_SECONDS = 1.0
 SILENCE_SECONDS = 10.0
 """A worker that fits and sends nothing for this long has failed (stopped, or stuck)."""
 STRANDED_SECONDS = 10.0
-"""A worker that failed and said so waits this long for the others to stop with it (they
-do at their next exchange); then every worker is killed. Another worker waiting in an MPI
-call of its own (a callback's) would never stop with it."""
+"""A worker that failed and said so waits this long for the others to stop with it; then
+every worker is killed and the fit raises its error. The others stop at their next
+exchange, which a long epoch puts off (the fit fails either way), and never while one
+waits in an MPI call of its own (a callback's)."""
 START_SECONDS = 60.0
 """How long the workers have to start, connect and start MPI."""
 GRACE_SECONDS = 5.0
