@@ -164,15 +164,7 @@ class FitTask:
         """
         from mpi4py import MPI
 
-        plan = self._estimator._plan(
-            MPI.COMM_SELF,
-            X,
-            y,
-            partial=self.method == "partial_fit",
-            sample_weight=sample_weight,
-            ranks=ranks,
-            **self.arguments,
-        )
+        plan = self._plan(MPI.COMM_SELF, X, y, sample_weight, ranks=ranks)
         return plan.blocks(row_blocks(plan.X.shape[0], ranks))
 
     def finish(self, trained):
@@ -201,7 +193,7 @@ class FitTask:
         >>> task.fitted_state()["coef_"].shape
         (3,)
         """
-        self._estimator._finish(trained, partial=self.method == "partial_fit")
+        self._estimator._finish(trained, partial=self._partial)
         return self
 
     def run(self, comm, X, y, sample_weight=None):
@@ -241,11 +233,18 @@ class FitTask:
         """
         if self._detached:
             self._estimator.comm = comm
-        partial = self.method == "partial_fit"
-        plan = self._estimator._plan(
-            comm, X, y, partial=partial, sample_weight=sample_weight, **self.arguments
-        )
-        self.finish(training.run(plan, comm))
+        self.finish(training.run(self._plan(comm, X, y, sample_weight), comm))
+
+    @property
+    def _partial(self):
+        return self.method == "partial_fit"
+
+    def _plan(self, comm, X, y, sample_weight, ranks=None):
+        """The estimator's plan of this call on ``comm`` (for ``ranks`` ranks)."""
+        return self._estimator._plan(
+            comm, X, y, partial=self._partial, sample_weight=sample_weight, ranks=ranks,
+            **self.arguments,
+        )  # fmt: skip
 
     def fitted_state(self, *, plain=False):
         """What fitting added: the fitted attributes and the training state.
