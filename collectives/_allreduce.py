@@ -1,6 +1,8 @@
 import numbers
 import os
+import sys
 import time
+import traceback
 import warnings
 
 import numpy as np
@@ -329,9 +331,41 @@ def check(error=None, comm=None):
     chan.run(_agree(wire, SparseVector.empty(0), "auto", error, "check"))
 
 
+def _past_agreement(wire, operation, steps):
+    """Run ``steps``, the rest of a collective that every rank agreed to run.
+
+    The other ranks wait for this one inside that call, where no error can reach them: a
+    failure here (out of memory, an MPI error, an interrupt) would leave them waiting
+    forever. With more than one rank it is printed to stderr, and the MPI job aborted.
+    """
+    try:
+        return (yield from steps)
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        if wire.size == 1:
+            raise
+        traceback.print_exception(exc, file=sys.stderr)
+        print(
+            f"collectives: rank {wire.rank} of {wire.size} failed inside an {operation} "
+            f"that every rank had agreed to run ({type(exc).__name__}: {exc}); the other "
+            "ranks wait for it there, where no error reaches them, so the MPI job is "
+            "aborted",
+            file=sys.stderr,
+            flush=True,
+        )
+        wire.comm.Abort(1)
+
+
 def _steps(wire, vec, algorithm, out, bits, error, calibrated):
-    """The whole allreduce as a generator: agreement, choice, algorithm, output form."""
+    """The whole allreduce as a generator: agreement, then the rest (:func:`_reduce`)."""
     max_nnz = yield from _agree(wire, vec, algorithm, error, bits=bits)
+    rest = _reduce(wire, vec, algorithm, out, max_nnz, calibrated)
+    return (yield from _past_agreement(wire, "allreduce", rest))
+
+
+def _reduce(wire, vec, algorithm, out, max_nnz, calibrated):
+    """An allreduce past its agreement: choice, algorithm, output form."""
     if algorithm == "auto":
         index_itemsize = 4 if vec.size < 2**32 else 8
         algorithm = cost_model.choose_quickly(
@@ -406,7 +440,10 @@ def allreduce(
     algorithms send only the stored entries (indices and values); the sum may become dense
     on the way. Every call first checks, in one small collective, that no rank failed and
     that all ranks passed the same size, dtype, algorithm and quantization, so a wrong
-    argument raises on every rank instead of hanging the others.
+    argument raises on every rank instead of hanging the others. A rank that fails after
+    that check (out of memory, an MPI error, an interrupt), where the others wait for it
+    inside the call, prints its error to stderr and aborts the job (``MPI_Abort``); on one
+    rank it raises.
 
     Parameters
     ----------
@@ -517,6 +554,10 @@ def allreduce(
 
 def _gather_steps(wire, vec, error):
     yield from _agree(wire, vec, "auto", error, "allgather")
+    return (yield from _past_agreement(wire, "allgather", _gather(wire, vec)))
+
+
+def _gather(wire, vec):
     counts = np.empty(wire.size, np.int64)
     yield wire.allgather(np.array([vec.nnz], np.int64), counts)
     indices = np.empty(int(counts.sum()), vec.indices.dtype)

@@ -178,16 +178,21 @@ def run(steps, comm, *, nap):
     (``os.sched_yield``) until it has lasted ``thresholds.YIELD_SECONDS``, then naps between
     tests, so a rank that waits long leaves its core to the ranks that work:
     ``thresholds.NAP_SECONDS`` at first, each nap twice the last up to
-    ``thresholds.LONGEST_NAP_SECONDS``.
+    ``thresholds.LONGEST_NAP_SECONDS``. A wait that fails (an MPI error, an interrupt)
+    raises in ``steps``, at the step that yielded what it waited for.
     """
     try:
         item = next(steps)
         while True:
-            pending = _pending(item)
-            if pending is not None and not nap:
-                _wait(pending, comm)
-            elif pending is not None and not _done(pending, comm):
-                test_until_done(pending, comm)
+            try:
+                pending = _pending(item)
+                if pending is not None and not nap:
+                    _wait(pending, comm)
+                elif pending is not None and not _done(pending, comm):
+                    test_until_done(pending, comm)
+            except BaseException as exc:  # noqa: BLE001 - raised where the step waited
+                item = steps.throw(exc)
+                continue
             item = next(steps)
     except StopIteration as stop:
         return stop.value

@@ -60,3 +60,18 @@ class RecordPid:
 
     def __call__(self, estimator, record):
         (self.folder / str(os.getpid())).touch()
+
+
+def run_out_of_memory_in_rank1s_next_exchange(estimator, record):
+    """After epoch 1, rank 1 runs out of memory inside its next collective call, which the
+    other ranks have agreed to run with it."""
+    if record["epoch"] != 1 or estimator.comm.Get_rank() != 1:
+        return
+    from collectives import _algorithms
+
+    def failing(*args):
+        raise MemoryError("no room for the values received")
+        yield
+
+    for name in _algorithms.BY_NAME:
+        _algorithms.BY_NAME[name] = failing

@@ -38,3 +38,26 @@ def test_disagreeing_ranks_all_raise(nprocs):
 def test_allgather_returns_every_ranks_vector(nprocs):
     result = run_mpi("check_allgather.py", nprocs, timeout=120)
     assert result.stdout[0].splitlines() == ["done"], result.report()
+
+
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [
+        ("fit", "MemoryError: no room for the values received"),
+        ("overlap", "MemoryError: no room for the values received"),
+        ("wait", "Exception: "),
+    ],
+)
+def test_a_rank_that_fails_inside_a_collective_ends_the_job(mode, error):
+    # the other rank waits for rank 1 inside the call, where no error reaches it: rank 1
+    # must end the job (it would otherwise wait for the other in collectives.check, and
+    # both forever); run as users run it, plain python under mpiexec
+    result = run_mpi(
+        "fail_inside_collective.py", 2, mode, timeout=60, check=False, abort_on_error=False
+    )
+    assert result.returncode != 0, result.report()
+    assert "returned" not in "".join(result.stdout), result.report()
+    assert (
+        "collectives: rank 1 of 2 failed inside an allreduce that every rank had agreed to "
+        f"run ({error}"
+    ) in result.stderr[1], result.report()

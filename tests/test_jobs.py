@@ -22,6 +22,7 @@ from estimator_helpers import (
     exit_on_rank1_at_epoch2,
     fail_on_rank1_as_rank0_waits,
     fail_on_rank1_at_epoch2,
+    run_out_of_memory_in_rank1s_next_exchange,
 )
 from mpirun import run_mpi
 from pools import (
@@ -329,6 +330,27 @@ def test_a_worker_that_exits():
         str(raised.value),
     )
     assert not descendants(os.getpid())
+
+
+def test_a_worker_that_fails_inside_an_exchange():
+    # the other worker waits for it inside the collective call: the worker ends the MPI job,
+    # and the caller is told which worker did and why
+    X, y = make_classification(n_samples=3000, n_features=20, random_state=0)
+    model = SparseSGDClassifier(
+        n_jobs=2, callback=run_out_of_memory_in_rank1s_next_exchange, max_iter=5, tol=None
+    )
+    begin = time.monotonic()
+    with pytest.raises(collectives.RankError) as raised:
+        model.fit(X, y)
+    assert time.monotonic() - begin < 30
+    assert re.fullmatch(
+        r"rank 1 failed: its worker process \(pid \d+\) ended the MPI job \(MPI_Abort\); it "
+        r"printed last: MemoryError: no room for the values received \| collectives: rank 1 "
+        r"of 2 failed inside an allreduce that every rank had agreed to run .*",
+        str(raised.value),
+    )
+    assert not descendants(os.getpid())
+    assert SparseSGDClassifier(n_jobs=2, max_iter=5, tol=None).fit(X, y).score(X, y) > 0.7
 
 
 def test_workers_that_cannot_start(monkeypatch):

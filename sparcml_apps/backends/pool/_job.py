@@ -235,6 +235,14 @@ class Job:
 
     def _lost(self, peer):
         self.stop()
+        aborted = [rank for rank in self.output.aborted() if rank in self.peers]
+        if aborted:  # the others ended with the job: the one that ended it says why
+            peer = self.peers[aborted[0]]
+            return collectives.RankError(
+                peer.rank,
+                f"its worker process (pid {peer.pid}) ended the MPI job (MPI_Abort); it "
+                f"printed last: {self.output.tail(peer.rank)}",
+            )
         status = _procs.exit_statuses(self.output.launcher()).get(peer.rank)
         how = f"its worker process (pid {peer.pid}) "
         if status is None:

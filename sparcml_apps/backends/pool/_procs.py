@@ -44,6 +44,16 @@ class Output:
         last = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
         return " | ".join(line if len(line) <= width else line[:width] + "..." for line in last)
 
+    def aborted(self):
+        """The workers that called ``MPI_Abort`` (MPICH says so on their stderr), in order
+        of rank."""
+        found = []
+        for rank in range(len(self.sources) // 2):
+            path = self.folder / f"err.{rank}"
+            if path.exists() and _ABORTED in path.read_text(errors="replace"):
+                found.append(rank)
+        return found
+
     def launcher(self):
         """What ``mpiexec`` itself printed."""
         path = self.folder / "mpiexec.txt"
@@ -53,6 +63,8 @@ class Output:
         for file in self.files.values():
             file.close()
 
+
+_ABORTED = "application called MPI_Abort"
 
 STATES = {
     "T": "it is stopped (as by SIGSTOP)",
