@@ -1,25 +1,20 @@
 import numbers
 import os
-import sys
 import time
-import traceback
 import warnings
 
 import numpy as np
 from mpi4py import MPI
 
 from . import cost_model, thresholds
+from ._agreement import ALGORITHM_CODES, agree, past_agreement
 from ._algorithms import BY_NAME
 from ._codec import Quantizing
-from ._errors import RankError
 from ._quantize import BITS
 from ._stats import Stats
-from ._vector import VALUE_DTYPES, SparseVector, check_values
+from ._vector import SparseVector, check_values
 from ._wire import Wire, run, test_until_done
-from .cost_model import ALGORITHMS
 
-_ALGORITHM_NAMES = ["auto", *ALGORITHMS]
-_ALGORITHM_CODES = {name: code for code, name in enumerate(_ALGORITHM_NAMES)}
 _OUTS = ("auto", "sparse", "dense")
 _keyval = None
 
@@ -186,8 +181,8 @@ def cost_constants(comm=None):
 
 def _as_input(vec, algorithm, out, quantization_bits, random_state):
     """Check the arguments of one rank; the vector as the algorithm wants it."""
-    if algorithm not in _ALGORITHM_CODES:
-        raise ValueError(f"algorithm must be one of {sorted(_ALGORITHM_CODES)}, got {algorithm!r}")
+    if algorithm not in ALGORITHM_CODES:
+        raise ValueError(f"algorithm must be one of {sorted(ALGORITHM_CODES)}, got {algorithm!r}")
     if isinstance(out, np.ndarray):
         _check_into(out, vec)
     elif out not in _OUTS:
@@ -220,61 +215,6 @@ def _check_into(out, vec):
             )
     if not out.flags.writeable or not out.flags.c_contiguous:
         raise ValueError("out must be a writeable, contiguous array")
-
-
-_MESSAGE_BYTES = 4096
-
-
-def _agree(wire, vec, algorithm, error, operation="allreduce", bits=None):
-    """Check that no rank failed and all hold vectors of one size and dtype for one algorithm
-    and one quantization.
-
-    One ``Iallreduce(MAX)`` of a small header, the first step of every collective here,
-    blocking or not (so a failing rank's :func:`check` meets whichever the others make);
-    every rank raises the same error when one failed or they disagree, so no rank goes on
-    alone into a collective that would hang. A failed rank's message is broadcast to the others,
-    which raise :class:`RankError`. Returns the largest local nonzero count.
-    """
-    if error is None:
-        size = vec.size
-        nnz = vec.nnz if isinstance(vec, SparseVector) else vec.size
-        dtype_code = VALUE_DTYPES.index(vec.dtype)
-        code = _ALGORITHM_CODES[algorithm]
-        bits = bits or 0
-        failed = 0
-    else:
-        size = nnz = dtype_code = code = bits = 0
-        failed = wire.rank + 1
-    header = np.array(
-        [size, -size, dtype_code, -dtype_code, code, -code, bits, -bits, nnz, failed], np.int64
-    )
-    agreed = np.empty_like(header)
-    yield wire.allreduce(header, agreed, MPI.MAX, nonblocking=True)
-    if agreed[-1]:
-        root = int(agreed[-1]) - 1
-        message = np.zeros(_MESSAGE_BYTES, np.uint8)
-        if wire.rank == root:
-            text = f"{type(error).__name__}: {error}".encode()[:_MESSAGE_BYTES]
-            message[: len(text)] = np.frombuffer(text, np.uint8)
-        yield wire.bcast(message, root, nonblocking=True)
-        if error is not None:
-            raise error
-        raise RankError(root, message.tobytes().rstrip(b"\0").decode(errors="replace"))
-    names = {
-        "size": str,
-        "dtype": lambda code: VALUE_DTYPES[code].name,
-        "algorithm": lambda code: repr(_ALGORITHM_NAMES[code]),
-        "quantization_bits": lambda bits: repr(int(bits) or None),
-    }
-    for at, (what, name_of) in enumerate(names.items()):
-        low, high = -agreed[2 * at + 1], agreed[2 * at]
-        if low != high:
-            raise ValueError(
-                f"{operation}: the ranks disagree on {what}: this rank passed "
-                f"{name_of(header[2 * at])}, the ranks range from {name_of(low)} "
-                f"to {name_of(high)}"
-            )
-    return int(agreed[-2])
 
 
 def check(error=None, comm=None):
@@ -328,40 +268,14 @@ def check(error=None, comm=None):
         raise TypeError(f"error must be an exception or None, got {type(error).__name__}")
     chan = channel(comm)
     wire = chan.wire()
-    chan.run(_agree(wire, SparseVector.empty(0), "auto", error, "check"))
-
-
-def _past_agreement(wire, operation, steps):
-    """Run ``steps``, the rest of a collective that every rank agreed to run.
-
-    The other ranks wait for this one inside that call, where no error can reach them: a
-    failure here (out of memory, an MPI error, an interrupt) would leave them waiting
-    forever. With more than one rank it is printed to stderr, and the MPI job aborted.
-    """
-    try:
-        return (yield from steps)
-    except GeneratorExit:
-        raise
-    except BaseException as exc:
-        if wire.size == 1:
-            raise
-        traceback.print_exception(exc, file=sys.stderr)
-        print(
-            f"collectives: rank {wire.rank} of {wire.size} failed inside an {operation} "
-            f"that every rank had agreed to run ({type(exc).__name__}: {exc}); the other "
-            "ranks wait for it there, where no error reaches them, so the MPI job is "
-            "aborted",
-            file=sys.stderr,
-            flush=True,
-        )
-        wire.comm.Abort(1)
+    chan.run(agree(wire, SparseVector.empty(0), "auto", error, "check"))
 
 
 def _steps(wire, vec, algorithm, out, bits, error, calibrated):
     """The whole allreduce as a generator: agreement, then the rest (:func:`_reduce`)."""
-    max_nnz = yield from _agree(wire, vec, algorithm, error, bits=bits)
+    max_nnz = yield from agree(wire, vec, algorithm, error, bits=bits)
     rest = _reduce(wire, vec, algorithm, out, max_nnz, calibrated)
-    return (yield from _past_agreement(wire, "allreduce", rest))
+    return (yield from past_agreement(wire, "allreduce", rest))
 
 
 def _reduce(wire, vec, algorithm, out, max_nnz, calibrated):
@@ -553,8 +467,8 @@ def allreduce(
 
 
 def _gather_steps(wire, vec, error):
-    yield from _agree(wire, vec, "auto", error, "allgather")
-    return (yield from _past_agreement(wire, "allgather", _gather(wire, vec)))
+    yield from agree(wire, vec, "auto", error, "allgather")
+    return (yield from past_agreement(wire, "allgather", _gather(wire, vec)))
 
 
 def _gather(wire, vec):
