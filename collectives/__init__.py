@@ -1,6 +1,7 @@
 """Sparse collectives for MPI: SparCML's sparse allreduce over mpi4py.
 
-Importing the package does not initialize MPI; the first collective call does.
+Importing the package neither initializes MPI nor loads numba; the first call that
+needs them does.
 
 - :class:`SparseVector`: sorted unique ``uint32`` (or ``uint64``) indices and float32 or
   float64 values.
@@ -25,7 +26,6 @@ Examples
 
 from . import cost_model, thresholds
 from ._errors import RankError
-from ._quantize import BITS, Quantized, dequantize, quantize
 from ._stats import Stats
 from ._vector import SparseVector
 from .cost_model import ALGORITHMS
@@ -57,6 +57,10 @@ def __getattr__(name):
         from . import _allreduce
 
         return getattr(_allreduce, name)
+    if name in ("BITS", "Quantized", "dequantize", "quantize"):  # numba's, on first use
+        from . import _quantize
+
+        return getattr(_quantize, name)
     if name == "iallreduce":
         from ._nonblocking import iallreduce
 

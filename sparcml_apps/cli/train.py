@@ -28,7 +28,6 @@ from ..cluster._guard import describe
 from ..datasets import Source, from_shards, read_catalog
 from ..datasets._cache import is_cache
 from ..datasets._compression import sniff
-from ..estimators import SparseSGDClassifier
 
 TOPIC = "sparcml-progress"
 """The Dask event topic on which workers send the progress rows to the client."""
@@ -109,11 +108,13 @@ class Progress:
 
 
 def _emit(row):
+    """Print ``row``; on a Dask worker, send it to the client as an event instead."""
+    distributed = sys.modules.get("distributed")  # loaded on a Dask worker: not imported here
     try:
-        from distributed import get_worker
-
-        worker = get_worker()
-    except (ImportError, ValueError):
+        worker = distributed.get_worker() if distributed is not None else None
+    except ValueError:  # not on a worker
+        worker = None
+    if worker is None:
         print_row(row)
     else:
         worker.log_event(TOPIC, row)
@@ -274,6 +275,10 @@ def sources(options):
 
 
 def estimator(options, progress):
+    # imported here: the process of --ranks N checks the options and starts the ranks,
+    # and does without scikit-learn
+    from ..estimators import SparseSGDClassifier
+
     return SparseSGDClassifier(
         loss=options.loss,
         alpha=options.alpha,
