@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 from mpirun import run_mpi
 
@@ -52,9 +54,11 @@ def test_a_rank_that_fails_inside_a_collective_ends_the_job(mode, error):
     # the other rank waits for rank 1 inside the call, where no error reaches it: rank 1
     # must end the job (it would otherwise wait for the other in collectives.check, and
     # both forever); run as users run it, plain python under mpiexec
+    before = set(Path("/dev/shm").glob("mpich_shm_*"))
     result = run_mpi(
         "fail_inside_collective.py", 2, mode, timeout=60, check=False, abort_on_error=False
     )
+    assert set(Path("/dev/shm").glob("mpich_shm_*")) <= before  # MPICH's, unlinked
     assert result.returncode != 0, result.report()
     assert "returned" not in "".join(result.stdout), result.report()
     assert (
