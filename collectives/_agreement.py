@@ -7,11 +7,8 @@ wait for each rank inside the call: a rank that fails there ends the job
 (:func:`past_agreement`).
 """
 
-import contextlib
-import os
 import sys
 import traceback
-from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -82,9 +79,7 @@ def past_agreement(wire, operation, steps):
 
     The other ranks wait for this one inside that call, where no error can reach them: a
     failure here (out of memory, an MPI error, an interrupt) would leave them waiting
-    forever. With more than one rank it is printed to stderr, and the MPI job aborted
-    (first unlinking MPICH's shared memory of this node, which an aborted job leaves in
-    ``/dev/shm``).
+    forever. With more than one rank it is printed to stderr, and the MPI job aborted.
     """
     try:
         return (yield from steps)
@@ -102,16 +97,4 @@ def past_agreement(wire, operation, steps):
             file=sys.stderr,
             flush=True,
         )
-        _unlink_shared_memory()
         wire.comm.Abort(1)
-
-
-def _unlink_shared_memory():
-    """Unlink the files of MPICH's shared memory that this process maps: every rank of the
-    node mapped them when MPI started, and they keep their memory until they end."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/maps").read_text().splitlines():
-            path = line.split(maxsplit=5)[5:]
-            if path and path[0].startswith("/dev/shm/mpich_shm_"):
-                with contextlib.suppress(OSError):
-                    os.unlink(path[0])

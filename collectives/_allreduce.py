@@ -1,7 +1,9 @@
+import contextlib
 import numbers
 import os
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -23,6 +25,10 @@ class _Channel:
     """A private duplicate of a communicator, the count of calls made on it, and how its
     ranks wait: napping when the node has more of them than cores, else polling.
 
+    Once every rank of the node has started MPI, the names of MPICH's shared memory
+    (``/dev/shm/mpich_shm_*``, made by the first rank at start) are unlinked
+    (:func:`_unlink_node_memory`): a job whose ranks are killed leaves nothing there.
+
     ``progress`` is the thread that drives its non-blocking calls, once there was one
     (:mod:`collectives._nonblocking`); a blocking call made while some are pending queues
     behind them, so the calls on a channel always run in the order they were made.
@@ -34,7 +40,8 @@ class _Channel:
         self.comm, self.calls, self.progress = comm, 0, None
         node = comm.Split_type(MPI.COMM_TYPE_SHARED)
         self.crowded = node.Get_size() > len(os.sched_getaffinity(0))
-        node.Free()
+        node.Free()  # collective: the ranks of this node are all past MPI's start
+        _unlink_node_memory()
         # rank 0's stored calibration for this many ranks (NaN: none), alike on every rank
         calibrated = np.full(len(cost_model.NAMES), np.nan)
         if comm.Get_rank() == 0:
@@ -73,6 +80,19 @@ class _Channel:
             self.progress.close()
         if not MPI.Is_finalized():
             self.comm.Free()
+
+
+def _unlink_node_memory():
+    """Unlink the files of MPICH's shared memory that this process maps. The memory stays
+    with the processes mapping it (every rank of the node, since MPI started) until they
+    end; MPICH opens it by name only at the start, and ignores the missing name at the end.
+    """
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            path = line.split(maxsplit=5)[5:]
+            if path and path[0].startswith("/dev/shm/mpich_shm_"):
+                with contextlib.suppress(OSError):
+                    os.unlink(path[0])
 
 
 def _free_channel(comm, keyval, channel):

@@ -1,12 +1,16 @@
 """Start Python modules on local MPI ranks with the ``mpiexec`` beside this interpreter."""
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 RANK_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+GRACE_SECONDS = 5.0
+"""How long ``mpiexec`` has to end its ranks when asked to (:func:`stop`)."""
 
 
 def mpiexec():
@@ -32,7 +36,7 @@ def run_module(nprocs, module, args=(), *, env=None, timeout=None, capture=True)
 
 def start(command, *, env=None, **popen):
     """Start an ``mpiexec`` ``command`` with :data:`RANK_ENV` and ``env`` in a session of its
-    own (one process group: ``os.killpg(process.pid, ...)`` reaches every process it starts)."""
+    own (one process group: :func:`stop` reaches every process it starts)."""
     environment = {**os.environ, **RANK_ENV, **(env or {})}
     return subprocess.Popen(command, env=environment, start_new_session=True, **popen)
 
@@ -47,7 +51,20 @@ def run(command, *, env=None, timeout=None, capture=True):
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except BaseException:
-            os.killpg(process.pid, 9)
-            process.wait()
+            stop(process)
             raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def stop(process, seconds=GRACE_SECONDS):
+    """End the job that ``process`` (from :func:`start`) runs and reap it: ``mpiexec`` is
+    asked to end (SIGTERM: it kills its ranks and removes its files), and whatever is left
+    of its session after ``seconds`` is killed."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(seconds)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

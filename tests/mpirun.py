@@ -1,12 +1,13 @@
 """Run Python scripts under the venv's ``mpiexec`` in a subprocess, with a timeout."""
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from sparcml_apps import _mpiexec
 
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 SCRIPTS = Path(__file__).parent / "mpi"
@@ -74,12 +75,11 @@ def run_mpi(script, nprocs, *args, timeout=120, env=None, check=True, abort_on_e
             launcher, _ = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            os.killpg(process.pid, signal.SIGKILL)
+            _mpiexec.stop(process)
             launcher, _ = process.communicate()
         finally:
             if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+                _mpiexec.stop(process)
 
         def read(name, rank):
             path = Path(tmp) / f"{name}.{rank}"

@@ -42,12 +42,13 @@ def ended(pid):
 
 
 def mapped_shm(pids):
-    """The files in /dev/shm that the processes ``pids`` map (MPI's shared memory)."""
+    """The files in /dev/shm that the processes ``pids`` map (MPI's shared memory), also
+    those already unlinked (``/proc`` adds " (deleted)" to their names)."""
     found = set()
     for pid in pids:
         for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
             fields = line.split()
-            if len(fields) == 6 and fields[5].startswith("/dev/shm/"):
+            if len(fields) >= 6 and fields[5].startswith("/dev/shm/"):
                 found.add(Path(fields[5]))
     return found
 

@@ -211,7 +211,7 @@ def test_a_worker_killed_by_sigkill(tmp_path):
         os.kill(pids[1], signal.SIGKILL)
 
     error, pids, seconds = paused_fit(tmp_path, kill)
-    assert not [path for path in shared if path.exists()]  # MPI's shared memory is gone
+    assert shared and not [path for path in shared if path.exists()]  # MPICH's, unlinked
     assert seconds < 30
     assert str(error) == (
         f"rank 1 failed: its worker process (pid {pids[1]}) was killed by signal 9 (SIGKILL)"

@@ -176,7 +176,7 @@ def test_a_worker_killed_while_idle_is_replaced(caplog):
     assert "the 2 workers of a pool had ended; starting new ones" in caplog.text
     assert not any(exists(pid) for pid in pids.values())
     assert not set(jobs.pool(2).pids.values()) & set(pids.values())
-    assert not [path for path in shared if path.exists()]
+    assert shared and not [path for path in shared if path.exists()]  # MPICH's, unlinked
 
 
 # -- reached by its user only ----------------------------------------------------------

@@ -246,9 +246,16 @@ def test_one_rank_reports_no_traffic(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "model.joblib"]
 
 
+def _left_files():
+    """What ``mpiexec`` (its hardware map in /tmp) and MPICH (its shared memory) leave where
+    a job ends before its time."""
+    return {*Path("/tmp").glob("hydra_hwloc_xmlfile_*"), *Path("/dev/shm").glob("mpich_shm_*")}
+
+
 def test_ctrl_c_ends_local_ranks_quietly(tmp_path):
     psutil = pytest.importorskip("psutil")
     arguments = ["--rows", "100000", "--features", "500000", "--epochs", "50"]
+    before = _left_files()
     process = subprocess.Popen(
         [BIN / "sparcml", "train", "--ranks", "2", *arguments, *outputs(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **MPI_ENV},
@@ -268,6 +275,7 @@ def test_ctrl_c_ends_local_ranks_quietly(tmp_path):
     _, alive = psutil.wait_procs(ranks, timeout=30)
     assert alive == []
     assert list(tmp_path.iterdir()) == []
+    assert _left_files() <= before
 
 
 def test_bench_goes_to_the_benchmarks(capsys):

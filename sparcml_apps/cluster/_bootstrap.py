@@ -6,6 +6,8 @@ import os
 import sys
 import time
 
+import collectives
+
 CLIENT_RANK = 1
 """The rank that runs the client code (as in dask-mpi: rank 0 runs the scheduler, the ranks
 after this one a worker each)."""
@@ -97,6 +99,7 @@ def initialize(
             "initialize needs at least 3 MPI ranks (a scheduler, a client and a worker); "
             f"got {comm.Get_size()}"
         )
+    collectives.check(comm=comm)  # the first collective: MPICH's files are unlinked
     rank = comm.Get_rank()
     workers = comm.Split(0 if rank > CLIENT_RANK else MPI.UNDEFINED, rank)
     if workers != MPI.COMM_NULL:

@@ -5,7 +5,10 @@ import time
 
 from mpi4py import MPI
 
+import collectives
+
 comm = MPI.COMM_WORLD
+collectives.check(comm=comm)  # after which the killed job leaves nothing in /dev/shm
 print("started", flush=True)
 if comm.rank == 2:
     print("rank 2 gives up", file=sys.stderr, flush=True)

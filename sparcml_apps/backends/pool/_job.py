@@ -63,7 +63,6 @@ class Job:
         self.up = set()
         self.ready, self.ended, self.busy = set(), {}, False  # the fit that runs
         self.failing = {}  # by rank: what a worker that failed said, and when
-        self.shm = set()  # MPI's files in /dev/shm, removed once the workers end
         self.process = self.listener = None
         self.output = _procs.Output(self.folder, n)
         self.oom_kills = _procs.oom_kills()
@@ -207,8 +206,6 @@ class Job:
                 (self.folder / "key").unlink(missing_ok=True)
         elif kind == "up":
             self.up.add(peer.rank)
-            if len(self.up) == self.n:  # MPI has made its shared memory
-                self.shm |= _procs.shared_files(p.pid for p in self.peers.values())
         elif kind == "ready":
             self.ready.add(peer.rank)
             if len(self.ready) == self.n and stamp is not None:
@@ -294,29 +291,25 @@ class Job:
 
     def stop(self, report=True):
         """Kill every worker, let ``mpiexec`` end (with ``report``, after it says how each
-        worker ended, else at once) and reap it."""
+        worker ended, else told to at once: :func:`sparcml_apps._mpiexec.stop`) and reap
+        it."""
         if self.process is None:
             return
         pids = {p.pid for p in self.peers.values()} | _procs.ranks(self.process.pid)
         if self.process.poll() is None:
-            self.shm |= _procs.shared_files(pids)
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(limits.GRACE_SECONDS if report else 0)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+        _mpiexec.stop(self.process, limits.GRACE_SECONDS)
         # the workers of a killed launcher go to init, which reaps them: not even a zombie
         _procs.wait_gone(pids | _procs.ranks(self.process.pid), limits.GRACE_SECONDS)
-        _procs.remove(self.shm)
 
     def close(self):
         """Tell idle workers to leave (the others are killed), then remove everything."""
         try:
             if len(self.up) == self.n and not self.busy and self.alive():
-                self.shm |= _procs.shared_files(p.pid for p in self.peers.values())
                 for peer in self.peers.values():
                     with contextlib.suppress(OSError):
                         peer.link.send(("close",))

@@ -128,28 +128,8 @@ def oom_kills():
     return 0
 
 
-def shared_files(pids):
-    """The files under ``/dev/shm`` that the processes ``pids`` map (MPI's shared memory):
-    gone with the processes only if MPI removed them."""
-    found = set()
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-                path = line.split(maxsplit=5)[5:]
-                if path and path[0].startswith("/dev/shm/") and not path[0].endswith(")"):
-                    found.add(path[0])
-    return found
-
-
 def wait_gone(pids, seconds):
     """Wait (up to ``seconds``) until none of the processes ``pids`` is left in ``/proc``."""
     deadline = time.monotonic() + seconds
     while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.01)
-
-
-def remove(paths):
-    """Remove the files ``paths`` that are still there."""
-    for path in paths:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)

@@ -5,18 +5,19 @@ Run as ``mpiexec -n N python -m sparcml_apps.backends.pool._worker SOCKET HEARTB
 The worker reads the pool's key from the file ``key`` beside the socket (in a folder
 only its user may enter), connects, proves that it holds the key and checks the caller's
 proof (:func:`._wire.handshake`), says which rank and process it is, starts MPI, loads
-the training code (:data:`.limits.PRELOAD`) and says it is up. Then it fits, one task at
-a time, until the caller says ``close`` or goes away. A task comes as two messages: the
-caller's ``sys.path``, then this worker's plan (a :class:`~sparcml_apps.training.Plan`,
-which the caller's estimator made: no estimator, nor scikit-learn, is loaded here),
-whose rows are views of shared memory the caller filled (this worker opens it read-only
-and maps its block copy-on-write: no page is copied). The worker says it is ready,
-trains with the others over ``COMM_WORLD`` (:func:`sparcml_apps.training.run`) and ends
-the task with one message: its warnings and, from worker 0, what it trained (its arrays
-in shared memory in turn), or the error that stopped every worker
-(:func:`collectives.check`). A worker that fails says so at once (``failing``), before
-the others know: the caller ends the fit if they do not stop with it
-(:data:`.limits.STRANDED_SECONDS`). While it fits, it sends a heartbeat every
+the training code (:data:`.limits.PRELOAD`), meets the others in a first collective
+(after which a killed worker leaves nothing in ``/dev/shm``) and says it is up. Then it
+fits, one task at a time, until the caller says ``close`` or goes away. A task comes as
+two messages: the caller's ``sys.path``, then this worker's plan (a
+:class:`~sparcml_apps.training.Plan`, which the caller's estimator made: no estimator,
+nor scikit-learn, is loaded here), whose rows are views of shared memory the caller
+filled (this worker opens it read-only and maps its block copy-on-write: no page is
+copied). The worker says it is ready, trains with the others over ``COMM_WORLD``
+(:func:`sparcml_apps.training.run`) and ends the task with one message: its warnings
+and, from worker 0, what it trained (its arrays in shared memory in turn), or the error
+that stopped every worker (:func:`collectives.check`). A worker that fails says so at
+once (``failing``), before the others know: the caller ends the fit if they do not stop
+with it (:data:`.limits.STRANDED_SECONDS`). While it fits, it sends a heartbeat every
 ``HEARTBEAT`` seconds. When the caller's end of the socket closes, the worker removes
 the caller's folder and leaves at once.
 """
@@ -36,7 +37,7 @@ from pathlib import Path
 import collectives
 
 from ... import training
-from . import _procs, limits
+from . import limits
 from ._wire import Link, handshake, unpack
 
 GONE = 3
@@ -60,10 +61,8 @@ class _Caller:
         self.busy = threading.Event()
 
     def gone(self):
-        """Leave: the caller cannot take the folder away any more, nor MPI's shared
-        memory, so this worker does."""
+        """Leave: the caller cannot take the folder away any more, so this worker does."""
         shutil.rmtree(self.folder, ignore_errors=True)
-        _procs.remove(_procs.shared_files([os.getpid()]))
         os._exit(GONE)
 
     def send(self, message):
@@ -149,6 +148,7 @@ def main(address, heartbeat):
         importlib.import_module(name)
 
     world = MPI.COMM_WORLD
+    collectives.check(comm=world)  # the first collective: MPICH's files are unlinked
     caller.send(("up",))
     _serve(caller, world)
     done = world.Ibarrier()  # then every worker is done with MPI: leave without teardown
