@@ -6,11 +6,23 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 RANK_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 GRACE_SECONDS = 5.0
 """How long ``mpiexec`` has to end its ranks when asked to (:func:`stop`)."""
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""The signals that end this process, which :func:`run` has stop its job first."""
+
+
+class Terminated(SystemExit):
+    """Raised by SIGTERM or SIGHUP while :func:`run` waits for its job (which it stops
+    first): this process exits as the signal would have ended it (128 + its number)."""
+
+    def __init__(self, signum):
+        super().__init__(128 + signum)
+        self.signal = signal.Signals(signum)
 
 
 def mpiexec():
@@ -45,9 +57,16 @@ def run(command, *, env=None, timeout=None, capture=True):
     """Run an ``mpiexec`` ``command`` with :data:`RANK_ENV` and ``env``; the completed process.
 
     On a timeout every process it started is killed and ``subprocess.TimeoutExpired`` raised.
+    The job runs in a session of its own, which no signal to this process reaches: on
+    Ctrl-C (``KeyboardInterrupt``) and on :data:`ENDING_SIGNALS` (which raise
+    :class:`Terminated` meanwhile, unless ignored) it is stopped before the exception
+    leaves.
     """
     output = subprocess.PIPE if capture else None
-    with start(command, env=env, stdout=output, stderr=output, text=True) as process:
+    with (
+        _raising(ENDING_SIGNALS),
+        start(command, env=env, stdout=output, stderr=output, text=True) as process,
+    ):
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except BaseException:
@@ -68,3 +87,25 @@ def stop(process, seconds=GRACE_SECONDS):
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+@contextlib.contextmanager
+def _raising(signums):
+    """Within: the signals ``signums`` raise :class:`Terminated` (in the main thread only,
+    where Python runs handlers, and not those this process ignores)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum, frame):
+        raise Terminated(signum)
+
+    kept = {n: signal.getsignal(n) for n in signums}
+    for signum, handler in kept.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(signum, terminated)
+    try:
+        yield
+    finally:
+        for signum, handler in kept.items():
+            signal.signal(signum, handler)

@@ -252,7 +252,17 @@ def _left_files():
     return {*Path("/tmp").glob("hydra_hwloc_xmlfile_*"), *Path("/dev/shm").glob("mpich_shm_*")}
 
 
-def test_ctrl_c_ends_local_ranks_quietly(tmp_path):
+@pytest.mark.parametrize(
+    ("sent", "code", "said"),
+    [
+        (signal.SIGINT, 130, "interrupted; no model or metrics written"),
+        (signal.SIGTERM, 143, "ended by SIGTERM; the ranks were stopped, no model or metrics "
+         "written"),
+    ],
+    ids=["ctrl-c", "sigterm"],
+)  # fmt: skip
+def test_a_signal_ends_local_ranks_quietly(tmp_path, sent, code, said):
+    # the ranks run in a session of their own: a signal to this process must stop them
     psutil = pytest.importorskip("psutil")
     arguments = ["--rows", "100000", "--features", "500000", "--epochs", "50"]
     before = _left_files()
@@ -264,14 +274,14 @@ def test_ctrl_c_ends_local_ranks_quietly(tmp_path):
         assert "sparcml train:" in process.stdout.readline()  # the ranks are at work
         ranks = psutil.Process(process.pid).children(recursive=True)
         assert len([p for p in ranks if "python" in p.name()]) >= 2
-        process.send_signal(signal.SIGINT)
+        process.send_signal(sent)
         _, stderr = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 130
-    assert stderr == "sparcml train: interrupted; no model or metrics written\n"
+    assert process.returncode == code
+    assert stderr == f"sparcml train: {said}\n"
     _, alive = psutil.wait_procs(ranks, timeout=30)
     assert alive == []
     assert list(tmp_path.iterdir()) == []

@@ -267,6 +267,13 @@ def main(argv=None):
         if options.ranks is not None or options.dask or _rank() == 0:
             print("sparcml train: interrupted; no model or metrics written", file=sys.stderr)
         return 130
+    except _mpiexec.Terminated as ended:
+        print(
+            f"sparcml train: ended by {ended.signal.name}; the ranks were stopped, no model "
+            "or metrics written",
+            file=sys.stderr,
+        )
+        return ended.code
     except Exception as exc:  # noqa: BLE001 - reported as one line; every rank raised
         if options.dask or not isinstance(exc, collectives.RankError) or _rank() == 0:
             print(f"sparcml train: error: {type(exc).__name__}: {exc}", file=sys.stderr)
