@@ -13,11 +13,11 @@ RANK_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
 GRACE_SECONDS = 5.0
 """How long ``mpiexec`` has to end its ranks when asked to (:func:`stop`)."""
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-"""The signals that end this process, which :func:`run` has stop its job first."""
+"""The signals that end this process, which :func:`unwinding` turns into an exception."""
 
 
 class Terminated(SystemExit):
-    """Raised by SIGTERM or SIGHUP while :func:`run` waits for its job (which it stops
+    """Raised by SIGTERM or SIGHUP within :func:`unwinding` (:func:`run` stops its job
     first): this process exits as the signal would have ended it (128 + its number)."""
 
     def __init__(self, signum):
@@ -58,13 +58,12 @@ def run(command, *, env=None, timeout=None, capture=True):
 
     On a timeout every process it started is killed and ``subprocess.TimeoutExpired`` raised.
     The job runs in a session of its own, which no signal to this process reaches: on
-    Ctrl-C (``KeyboardInterrupt``) and on :data:`ENDING_SIGNALS` (which raise
-    :class:`Terminated` meanwhile, unless ignored) it is stopped before the exception
-    leaves.
+    Ctrl-C (``KeyboardInterrupt``) and on :data:`ENDING_SIGNALS` (:func:`unwinding`) it
+    is stopped before the exception leaves.
     """
     output = subprocess.PIPE if capture else None
     with (
-        _raising(ENDING_SIGNALS),
+        unwinding(),
         start(command, env=env, stdout=output, stderr=output, text=True) as process,
     ):
         try:
@@ -90,9 +89,10 @@ def stop(process, seconds=GRACE_SECONDS):
 
 
 @contextlib.contextmanager
-def _raising(signums):
-    """Within: the signals ``signums`` raise :class:`Terminated` (in the main thread only,
-    where Python runs handlers, and not those this process ignores)."""
+def unwinding():
+    """Within: :data:`ENDING_SIGNALS` raise :class:`Terminated`, so that ``with`` blocks and
+    ``finally`` clauses clean up (in the main thread only, where Python runs handlers, and
+    not the signals this process ignores)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -100,7 +100,7 @@ def _raising(signums):
     def terminated(signum, frame):
         raise Terminated(signum)
 
-    kept = {n: signal.getsignal(n) for n in signums}
+    kept = {n: signal.getsignal(n) for n in ENDING_SIGNALS}
     for signum, handler in kept.items():
         if handler is not signal.SIG_IGN:
             signal.signal(signum, terminated)

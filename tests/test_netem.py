@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,8 @@ def test_namespaces_of_a_killed_run_are_removed_by_the_next():
     process, made = hold_links()
     process.kill()
     process.wait(timeout=30)
-    assert made <= namespaces()  # killed outright: nothing ran to clean up
+    folders = set(Path(tempfile.gettempdir()).glob(f"sparcml{process.pid}-*-launch-*"))
+    assert made <= namespaces() and len(folders) == 1  # killed: nothing ran to clean up
     netem.remove_stale()
     assert not made & namespaces()
+    assert not [folder for folder in folders if folder.exists()]

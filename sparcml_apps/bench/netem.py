@@ -14,15 +14,14 @@ next one. Needs root, ``ip`` and ``tc``: :func:`unavailable` says what is missin
 Only bandwidth is emulated: veth links add no latency of their own.
 """
 
+import contextlib
 import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 from .. import _mpiexec
@@ -83,28 +82,21 @@ def skip_reason(rate):
 
 
 _OURS = re.compile(r"^sparcml(\d+)-[0-9a-f]+-(?:hub|r\d+)$")
+_OUR_FOLDER = re.compile(r"^sparcml(\d+)-[0-9a-f]+-launch-")
 
 
 def remove_stale():
-    """Delete the namespaces that runs of processes no longer alive left behind (a run
-    killed outright cannot clean up after itself)."""
+    """Delete the namespaces and launcher folders that runs of processes no longer alive
+    left behind (a run killed outright cannot clean up after itself)."""
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     for name in (line.split()[0] for line in listed.splitlines() if line.strip()):
         match = _OURS.match(name)
         if match and not Path(f"/proc/{match.group(1)}").exists():
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
-
-
-def _exit_on_sigterm():
-    """Make SIGTERM unwind the stack (so ``with`` blocks clean up); the previous handler,
-    or None where handlers cannot be set (not the main thread)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def unwind(signum, frame):
-        raise SystemExit(128 + signum)
-
-    return signal.signal(signal.SIGTERM, unwind)
+    for folder in Path(tempfile.gettempdir()).glob("sparcml*-launch-*"):
+        match = _OUR_FOLDER.match(folder.name)
+        if match and not Path(f"/proc/{match.group(1)}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _ip(*args):
@@ -121,19 +113,19 @@ class EmulatedNetwork:
         self.burst = max(64 * 1024, int(rate_bits(rate) / 8 * _BURST_SECONDS))
         # the pid finds stale namespaces; the token keeps apart runs of one process, and of
         # processes of one pid in other pid namespaces
-        run = f"sparcml{os.getpid()}-{secrets.token_hex(3)}"
-        self.prefix, self.hub = f"{run}-r", f"{run}-hub"
+        self.label = f"sparcml{os.getpid()}-{secrets.token_hex(3)}"
+        self.prefix, self.hub = f"{self.label}-r", f"{self.label}-hub"
         self.hosts = [f"{SUBNET}.{rank + 1}" for rank in range(nprocs)]
         self._made = []
         self._folder = None
-        self._on_sigterm = None
+        self._signals = contextlib.ExitStack()
 
     def __enter__(self):
         reason = unavailable()
         if reason is not None:
             raise PermissionError(reason)
         remove_stale()
-        self._on_sigterm = _exit_on_sigterm()
+        self._signals.enter_context(_mpiexec.unwinding())
         try:
             self._build()
         except BaseException:
@@ -168,7 +160,7 @@ class EmulatedNetwork:
             _ip("-n", namespace, "addr", "add", f"{host}/24", "dev", "eth0")
             self._shape(self.hub, port)
             self._shape(namespace, "eth0")
-        self._folder = Path(tempfile.mkdtemp(prefix="sparcml-netem-"))
+        self._folder = Path(tempfile.mkdtemp(prefix=f"{self.label}-launch-"))
         self.launcher = self._folder / "launch"
         self.launcher.write_text(_LAUNCHER.format(prefix=self.prefix))
         self.launcher.chmod(0o755)
@@ -180,9 +172,7 @@ class EmulatedNetwork:
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
-        if self._on_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._on_sigterm)
-            self._on_sigterm = None
+        self._signals.close()
 
     def command(self, argv):
         """The command that runs ``argv`` on every rank, one rank per namespace."""
