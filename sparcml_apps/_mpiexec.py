@@ -91,8 +91,8 @@ def stop(process, seconds=GRACE_SECONDS):
 @contextlib.contextmanager
 def unwinding():
     """Within: :data:`ENDING_SIGNALS` raise :class:`Terminated`, so that ``with`` blocks and
-    ``finally`` clauses clean up (in the main thread only, where Python runs handlers, and
-    not the signals this process ignores)."""
+    ``finally`` clauses clean up (in the main thread only, where Python runs handlers; not
+    the signals this process ignores, nor those whose handlers Python did not set)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -101,9 +101,9 @@ def unwinding():
         raise Terminated(signum)
 
     kept = {n: signal.getsignal(n) for n in ENDING_SIGNALS}
-    for signum, handler in kept.items():
-        if handler is not signal.SIG_IGN:
-            signal.signal(signum, terminated)
+    kept = {n: handler for n, handler in kept.items() if handler not in (signal.SIG_IGN, None)}
+    for signum in kept:
+        signal.signal(signum, terminated)
     try:
         yield
     finally:
