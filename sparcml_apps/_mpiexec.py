@@ -100,8 +100,8 @@ def unwinding():
     def terminated(signum, frame):
         raise Terminated(signum)
 
-    kept = {n: signal.getsignal(n) for n in ENDING_SIGNALS}
-    kept = {n: handler for n, handler in kept.items() if handler not in (signal.SIG_IGN, None)}
+    handlers = {n: signal.getsignal(n) for n in ENDING_SIGNALS}
+    kept = {n: h for n, h in handlers.items() if h not in (signal.SIG_IGN, None)}
     for signum in kept:
         signal.signal(signum, terminated)
     try:

@@ -300,17 +300,22 @@ def test_an_exception_in_a_worker_reaches_the_caller():
     assert not descendants(os.getpid())
 
 
-def test_a_worker_that_fails_while_another_waits_in_a_call_of_its_own(monkeypatch):
-    monkeypatch.setattr(limits, "STRANDED_SECONDS", 2.0)
-    X, y = make_classification(n_samples=1000, n_features=20, random_state=0)
-    model = SparseSGDClassifier(
-        n_jobs=2, callback=fail_on_rank1_as_rank0_waits, max_iter=5, tol=None
-    )
+def failing_fit(callback, n_samples):
+    """A fit on 2 workers that ``callback`` makes fail: the model, the data, the error it
+    raised and the seconds it took."""
+    X, y = make_classification(n_samples=n_samples, n_features=20, random_state=0)
+    model = SparseSGDClassifier(n_jobs=2, callback=callback, max_iter=5, tol=None)
     begin = time.monotonic()
     with pytest.raises(collectives.RankError) as raised:
         model.fit(X, y)
-    assert time.monotonic() - begin < 30  # not the heartbeat's silence: both beat on
-    assert str(raised.value) == (
+    return model, (X, y), raised.value, time.monotonic() - begin
+
+
+def test_a_worker_that_fails_while_another_waits_in_a_call_of_its_own(monkeypatch):
+    monkeypatch.setattr(limits, "STRANDED_SECONDS", 2.0)
+    model, (X, y), error, seconds = failing_fit(fail_on_rank1_as_rank0_waits, 1000)
+    assert seconds < 30  # not the heartbeat's silence: both beat on
+    assert str(error) == (
         "rank 1 failed: RuntimeError: rank 1 gives up at epoch 1 (worker(s) 0 had not stopped "
         "with it 2 s later, and every worker was killed)"
     )
@@ -320,14 +325,11 @@ def test_a_worker_that_fails_while_another_waits_in_a_call_of_its_own(monkeypatc
 
 
 def test_a_worker_that_exits():
-    X, y = make_classification(n_samples=3000, n_features=20, random_state=0)
-    model = SparseSGDClassifier(n_jobs=2, callback=exit_on_rank1_at_epoch2, max_iter=5, tol=None)
-    with pytest.raises(collectives.RankError) as raised:
-        model.fit(X, y)
+    _, _, error, _ = failing_fit(exit_on_rank1_at_epoch2, 3000)
     assert re.fullmatch(
         r"rank 1 failed: its worker process \(pid \d+\) exited with code 5 before reporting; "
         r"it printed last: rank 1 leaves at epoch 2",
-        str(raised.value),
+        str(error),
     )
     assert not descendants(os.getpid())
 
@@ -335,19 +337,13 @@ def test_a_worker_that_exits():
 def test_a_worker_that_fails_inside_an_exchange():
     # the other worker waits for it inside the collective call: the worker ends the MPI job,
     # and the caller is told which worker did and why
-    X, y = make_classification(n_samples=3000, n_features=20, random_state=0)
-    model = SparseSGDClassifier(
-        n_jobs=2, callback=run_out_of_memory_in_rank1s_next_exchange, max_iter=5, tol=None
-    )
-    begin = time.monotonic()
-    with pytest.raises(collectives.RankError) as raised:
-        model.fit(X, y)
-    assert time.monotonic() - begin < 30
+    _, (X, y), error, seconds = failing_fit(run_out_of_memory_in_rank1s_next_exchange, 3000)
+    assert seconds < 30
     assert re.fullmatch(
         r"rank 1 failed: its worker process \(pid \d+\) ended the MPI job \(MPI_Abort\); it "
         r"printed last: MemoryError: no room for the values received \| collectives: rank 1 "
         r"of 2 failed inside an allreduce that every rank had agreed to run .*",
-        str(raised.value),
+        str(error),
     )
     assert not descendants(os.getpid())
     assert SparseSGDClassifier(n_jobs=2, max_iter=5, tol=None).fit(X, y).score(X, y) > 0.7
