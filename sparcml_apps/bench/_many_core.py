@@ -2,9 +2,10 @@
 rank buys, P = 1, 2, 4, ... up to the CPUs (a P above the cores marked: where a core
 runs two hardware threads, its ranks share it).
 
-For every P and seed (in rounds, every P in turn): a fit with every default of each loss
-(hinge and log_loss: seconds, epochs, test accuracy, and the exchanges and the share of
-the epochs' time the ranks spent in them, waits for one another included), a fit of
+For every P and seed (one job of ranks a P and kind of fit, every seed in it: a machine
+lent for minutes spends few of them starting ranks): a fit with every default of each
+loss (hinge and log_loss: seconds, epochs, test accuracy, and the exchanges and the share
+of the epochs' time the ranks spent in them, waits for one another included), a fit of
 ``--epochs`` epochs (log_loss, ``tol=None``) and, for P > 1, the same epochs with every
 rank alone on its own block of rows (no exchange: what the machine itself makes of P
 processes, memory bandwidth included). For every P > 1 also the sparse allreduce
@@ -59,9 +60,10 @@ def _ranks(nprocs, module, options):
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def fits(stems, nprocs, seed, epochs):
-    """One seed's records at ``nprocs`` ranks: the default fits, the fixed epochs, alone."""
-    data = ["--train", stems[0], "--test", stems[1], "--seeds", seed, "--epochs", epochs]
+def fits(stems, nprocs, seeds, epochs):
+    """The records of ``seeds`` at ``nprocs`` ranks: the default fits, the fixed epochs,
+    alone (one job of ranks for each, every seed in it)."""
+    data = ["--train", stems[0], "--test", stems[1], "--seeds", *seeds, "--epochs", epochs]
     records = []
     for loss in LOSSES:
         curve = [] if loss == "log_loss" else ["--no-curve"]
@@ -169,11 +171,10 @@ def run(args, stems, name):
     n_cpus, n_cores = cores(), physical_cores()
     counts = rank_counts(n_cpus)
     records, allreduces = [], []
-    for seed in range(args.seeds):
-        for nprocs in counts:
-            for record in fits(stems, nprocs, seed, args.epochs):
-                records.append({**record, "dataset": name})
-                print(_progress(record), flush=True)
+    for nprocs in counts:
+        for record in fits(stems, nprocs, range(args.seeds), args.epochs):
+            records.append({**record, "dataset": name})
+            print(_progress(record), flush=True)
     for nprocs in counts[1:]:
         allreduces += allreduce(nprocs)
     rows = summarize(records, allreduces)
