@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export NUMBA_NUM_THREADS ?= 1
 
-.PHONY: demo test sklearn-suite bench peers lint clean
+.PHONY: demo test sklearn-suite bench bench-many-core peers lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,14 @@ bench: $(VENV)/.installed-test,bench peers
 	$(BENCH) jobs $(B) $(if $(QUICK),,--repeats 5)
 	$(BENCH) fullsize $(B)
 	$(if $(QUICK),,$(BIN)/python -m pytest -q -m bench)
+
+# What more cores buy, on a machine of many (run nothing else there meanwhile): the scaling
+# benchmark's many-core mode (P = 1, 2, 4, ... up to the CPUs) and n_jobs = 2 and as many as
+# the CPUs, into $(RESULTS)/many-core; on a machine without network or MPI, the route of
+# docs/guide/benchmarks.md runs the same two commands.
+bench-many-core: $(VENV)/.installed-test,bench
+	$(BENCH) scaling --many-core --datasets url-like --seeds 3 --out $(RESULTS)/many-core
+	$(BENCH) jobs --nprocs 2 $$(nproc) --out $(RESULTS)/many-core
 
 # The tools `sparcml bench peers` compares with: the `peers` extra (each package alone when
 # one of them cannot be installed) and, for Spark, a Java 17 runtime from apt when there is
