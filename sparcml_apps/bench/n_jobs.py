@@ -6,10 +6,11 @@ fits them ``--repeats`` times each way, timed from the call to ``fit`` until it 
 in this process (``n_jobs=None``), with ``n_jobs=1`` (also in this process), and for
 each ``--nprocs`` N with ``n_jobs=N`` twice, the first fit on a new pool (its workers
 start within it) and the second on the same workers. A small fit first loads this
-process's kernels. Prints the medians, each ``n_jobs=N`` fit against ``n_jobs=1`` (also
-repeat by repeat: the ways of a repeat run in turn, on the same state of the machine),
-where the seconds of the fits on a pool go (:attr:`sparcml_apps.jobs.Pool.timings`), and
-the machine's load average (other work skews every figure).
+process's kernels (on a new machine: compiles them). Prints the medians, each
+``n_jobs=N`` fit against ``n_jobs=1`` (also repeat by repeat: the ways of a repeat run in
+turn, on the same state of the machine), where the seconds of the fits on a pool go
+(:attr:`sparcml_apps.jobs.Pool.timings`), and the machine's load average (other work
+skews every figure).
 
 Then, on a new pool of the first ``--nprocs``, ``GridSearchCV`` over ``alpha`` (1e-5 and
 1e-4, 3 folds, no refit) fits 6 times; each fit is timed as the others, and its training
@@ -19,7 +20,9 @@ Then, on a new pool of the first ``--nprocs``, ``GridSearchCV`` over ``alpha`` (
 import os
 import statistics
 import time
+import warnings
 
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
 from .. import jobs
@@ -52,7 +55,9 @@ def run(args):
     X, y, X_test, y_test = X[: args.rows], y[: args.rows], X[args.rows :], y[args.rows :]
     print(f"url-like: {X.shape[0]:,} rows to train, {X_test.shape[0]:,} to test, "
           f"{X.shape[1]:,} columns, {X.nnz:,} nonzeros")  # fmt: skip
-    SparseSGDClassifier(random_state=0, max_iter=1, tol=None).fit(X[:100], y[:100])
+    with warnings.catch_warnings():  # a fit that holds rows out, as the fits timed do
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        SparseSGDClassifier(random_state=0, max_iter=2).fit(X[:12_000], y[:12_000])
     records = []
 
     def timed(way, n_jobs, repeat):
