@@ -2,10 +2,10 @@
 rank buys, P = 1, 2, 4, ... up to the CPUs (a P above the cores marked: where a core
 runs two hardware threads, its ranks share it).
 
-For every P and seed (one job of ranks a P and kind of fit, every seed in it: a machine
-lent for minutes spends few of them starting ranks): a fit with every default of each
-loss (hinge and log_loss: seconds, epochs, test accuracy, and the exchanges and the share
-of the epochs' time the ranks spent in them, waits for one another included), a fit of
+For every P and seed (one job of ranks for each kind of fit at a P, every seed in it,
+rather than one a seed): a fit with every default of each loss (hinge and log_loss:
+seconds, epochs, test accuracy, and the exchanges and the share of the epochs' time the
+ranks spent in them, waits for one another included), a fit of
 ``--epochs`` epochs (log_loss, ``tol=None``) and, for P > 1, the same epochs with every
 rank alone on its own block of rows (no exchange: what the machine itself makes of P
 processes, memory bandwidth included). For every P > 1 also the sparse allreduce
