@@ -70,7 +70,8 @@ bench: $(VENV)/.installed-test,bench peers
 # docs/guide/benchmarks.md runs the same two commands.
 bench-many-core: $(VENV)/.installed-test,bench
 	$(BENCH) scaling --many-core --datasets url-like --seeds 3 --out $(RESULTS)/many-core
-	$(BENCH) jobs --nprocs 2 $$(nproc) --out $(RESULTS)/many-core
+	$(BENCH) jobs --nprocs $$(n=$$(nproc); [ $$n -gt 2 ] && echo 2 $$n || echo $$n) \
+		--out $(RESULTS)/many-core
 
 # The tools `sparcml bench peers` compares with: the `peers` extra (each package alone when
 # one of them cannot be installed) and, for Spark, a Java 17 runtime from apt when there is
