@@ -27,7 +27,7 @@ from sklearn.model_selection import GridSearchCV
 
 from .. import jobs
 from ..datasets import make_url_like
-from ..estimators import SparseSGDClassifier
+from ..estimators import EARLY_STOPPING_ROWS, SparseSGDClassifier
 from ._output import add_out_argument, apply_quick, write
 
 STAGES = ("checked", "packed", "started", "shipped", "first_step", "fitted", "total")
@@ -57,7 +57,8 @@ def run(args):
           f"{X.shape[1]:,} columns, {X.nnz:,} nonzeros")  # fmt: skip
     with warnings.catch_warnings():  # a fit that holds rows out, as the fits timed do
         warnings.simplefilter("ignore", ConvergenceWarning)
-        SparseSGDClassifier(random_state=0, max_iter=2).fit(X[:12_000], y[:12_000])
+        rows = EARLY_STOPPING_ROWS + 1
+        SparseSGDClassifier(random_state=0, max_iter=2).fit(X[:rows], y[:rows])
     records = []
 
     def timed(way, n_jobs, repeat):

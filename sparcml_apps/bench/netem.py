@@ -81,8 +81,15 @@ def skip_reason(rate):
     return unavailable()
 
 
-_OURS = re.compile(r"^sparcml(\d+)-[0-9a-f]+-(?:hub|r\d+)$")
-_OUR_FOLDER = re.compile(r"^sparcml(\d+)-[0-9a-f]+-launch-")
+_LABEL = re.compile(r"^sparcml(\d+)-[0-9a-f]+-")
+"""The start of the names a run gives its namespaces and its launcher folder (the
+:attr:`EmulatedNetwork.label`), with the pid of the process that made them."""
+
+
+def _stale(name):
+    """Whether ``name`` is one of a run's names, and its process is no longer alive."""
+    match = _LABEL.match(name)
+    return match is not None and not Path(f"/proc/{match.group(1)}").exists()
 
 
 def remove_stale():
@@ -90,12 +97,10 @@ def remove_stale():
     left behind (a run killed outright cannot clean up after itself)."""
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     for name in (line.split()[0] for line in listed.splitlines() if line.strip()):
-        match = _OURS.match(name)
-        if match and not Path(f"/proc/{match.group(1)}").exists():
+        if _stale(name):
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
     for folder in Path(tempfile.gettempdir()).glob("sparcml*-launch-*"):
-        match = _OUR_FOLDER.match(folder.name)
-        if match and not Path(f"/proc/{match.group(1)}").exists():
+        if _stale(folder.name):
             shutil.rmtree(folder, ignore_errors=True)
 
 
