@@ -54,4 +54,5 @@ def test_parser_is_faster_than_scikit_learn_on_200_000_url_like_rows(tmp_path):
     print(out)
     for f in figures["files"]:
         assert f["parsers"]["sparcml"]["identical"]
-        assert f["parsers"]["sklearn"]["sparcml_faster"] >= 2
+        if f["file"].startswith("url-like"):  # a9a's 2 MB: mostly the import, as the page says
+            assert f["parsers"]["sklearn"]["sparcml_faster"] >= 2

@@ -7,7 +7,13 @@ a step misses the step before it), so its loss curve shows what the delay costs.
 """
 
 from ._output import add_out_argument, apply_quick, write
-from .train import add_url_like_arguments, run_methods, url_like_options
+from .train import (
+    add_local_steps_argument,
+    add_url_like_arguments,
+    run_methods,
+    url_like_options,
+    with_local_steps,
+)
 
 QUICK = {"rows": 20_000, "test_rows": 5_000, "epochs": 2, "nprocs": [2]}
 
@@ -23,6 +29,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--bits", type=int, default=4, help="quantization_bits of the quantized runs (default: 4)"
     )
+    add_local_steps_argument(parser)
     add_out_argument(parser)
     parser.add_argument("--quick", action="store_true", help="a small run of seconds")
 
@@ -31,7 +38,9 @@ def run(args):
     apply_quick(args, QUICK)
     options = url_like_options(args, batch_size=args.batch_size, loss="log_loss")
     methods = {
-        f"overlap {overlap}, bits {bits}": {"overlap": overlap, "quantization_bits": bits}
+        f"overlap {overlap}, bits {bits}": with_local_steps(
+            {"overlap": overlap, "quantization_bits": bits}, args.local_steps
+        )
         for overlap in (False, True)
         for bits in (None, args.bits)
     }

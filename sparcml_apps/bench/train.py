@@ -81,6 +81,7 @@ def add_arguments(parser):
         "--loss", default="log_loss", choices=["log_loss", "hinge"], help="(default: log_loss)"
     )
     add_cell_arguments(parser)
+    add_local_steps_argument(parser)
     parser.add_argument(
         "--methods",
         nargs="+",
@@ -192,11 +193,28 @@ def cells(args):
     ]
 
 
-def methods_at(nprocs, chosen):
+def methods_at(nprocs, chosen, local_steps):
     """The methods that mean something at ``nprocs`` ranks (on one rank every exact
-    algorithm, dense and quantized sums are the rank's own step)."""
+    algorithm, dense and quantized sums are the rank's own step), each of ours with
+    ``local_steps`` steps between exchanges."""
     names = [m for m in chosen if (m in ONE_RANK if nprocs == 1 else "scikit" not in m)]
-    return {name: METHODS[name] for name in names}
+    return {name: with_local_steps(METHODS[name], local_steps) for name in names}
+
+
+def with_local_steps(options, local_steps):
+    """The estimator ``options`` with ``local_steps`` (scikit-learn's as they are)."""
+    return options if options.get("sklearn") else {**options, "local_steps": local_steps}
+
+
+def add_local_steps_argument(parser):
+    """--local-steps (a fit's default, 'auto', exchanges seldom, and then mostly densely)."""
+    parser.add_argument(
+        "--local-steps",
+        type=lambda text: text if text == "auto" else int(text),
+        default=1,
+        help="steps a rank takes between exchanges: 1 (default), an exchange every step, "
+        "where the ways of exchanging differ, or 'auto' as a fit's default",
+    )
 
 
 def run(args):
@@ -218,7 +236,9 @@ def run(args):
         )  # fmt: skip
         for nprocs, network in grid:
             rate = None if network == "shm" else network
-            for record in run_methods(nprocs, methods_at(nprocs, args.methods), options, rate=rate):
+            for record in run_methods(
+                nprocs, methods_at(nprocs, args.methods, args.local_steps), options, rate=rate
+            ):
                 record.update(dataset=_name(dataset), network=network)
                 records.append(record)
                 print(_progress(record), flush=True)
