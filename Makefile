@@ -44,20 +44,26 @@ A9A := $(wildcard ../shared/data/libsvm/a9a)
 COMMA := ,
 CALIBRATED := $(RESULTS)/calibration.json
 CALIBRATED_1GBIT := $(RESULTS)/calibration-1gbit.json
+# the numbers of ranks that timings take here: 1, 2, 4, ... up to the cores (more ranks than
+# cores take turns on them, which times nothing)
+RANKS := $(shell n=$$(nproc); for p in 1 2 4 8 16 32 64; do [ $$p -le $$n ] && echo $$p; done)
+SHARED := $(or $(filter-out 1,$(RANKS)),2)
 bench: $(VENV)/.installed-test,bench peers
 	$(BENCH) peers $(B) --datasets $(if $(A9A),$(A9A)$(COMMA)$(A9A).t) url-like url-like-dense url-like-flat
 	$(BENCH) scaling $(B) $(if $(QUICK),,--datasets url-like url-like-dense $(if $(A9A),$(A9A)$(COMMA)$(A9A).t))
 	$(BENCH) stopping $(if $(QUICK),$(B),--out $(RESULTS)/stopping-ranks --datasets url-like url-like-dense url-like-flat $(if $(A9A),$(A9A)$(COMMA)$(A9A).t))
 	$(if $(QUICK),,$(BENCH) stopping --out $(RESULTS)/stopping-two-cores --datasets url-like --rows 500000 --ranks 1 2 --seeds 5)
-	$(BENCH) train $(B) $(if $(QUICK),,--datasets url-like $(if $(A9A),$(A9A)$(COMMA)$(A9A).t --n-features 123))
-	$(BENCH) calibrate --path $(CALIBRATED) $(if $(QUICK),--quick)
-	SPARCML_CALIBRATION=$(CALIBRATED) $(BENCH) allreduce $(B)
-	$(BENCH) calibrate --path $(CALIBRATED_1GBIT) --rate 1gbit --nprocs 4 $(if $(QUICK),--quick)
+	$(BENCH) train $(B) --nprocs $(RANKS) \
+		$(if $(QUICK),,--datasets url-like $(if $(A9A),$(A9A)$(COMMA)$(A9A).t --n-features 123))
+	$(BENCH) calibrate --path $(CALIBRATED) --nprocs $(SHARED) $(if $(QUICK),--quick)
+	SPARCML_CALIBRATION=$(CALIBRATED) $(BENCH) allreduce $(B) --nprocs $(SHARED)
+	$(BENCH) calibrate --path $(CALIBRATED_1GBIT) --rate 1gbit --nprocs $(lastword $(SHARED)) \
+		$(if $(QUICK),--quick)
 	SPARCML_CALIBRATION=$(CALIBRATED_1GBIT) $(BENCH) allreduce $(B) --rate 1gbit \
-		$(if $(QUICK),,--nprocs 4 --sizes 16777216 --densities 0.001 0.01)
-	$(BENCH) throughput $(B)
+		$(if $(QUICK),,--nprocs $(lastword $(SHARED)) --sizes 16777216 --densities 0.001 0.01)
+	$(BENCH) throughput $(B) --nprocs $(RANKS)
 	$(BENCH) diagnostics $(B)
-	$(BENCH) overlap $(B)
+	$(BENCH) overlap $(B) --nprocs $(SHARED)
 	$(BENCH) projection $(B) --calibration $(CALIBRATED_1GBIT)
 	$(BENCH) parse $(B)
 	$(BENCH) jobs $(B) $(if $(QUICK),,--repeats 5)
