@@ -439,3 +439,29 @@ def test_calibrate_stores_where_it_is_told(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     stored = cost_model.stored(2, path)
     assert stored["alpha"] > 0 and stored["beta"] > 0
+
+
+def test_train_and_overlap_exchange_every_step_unless_told(capsys):
+    import argparse
+
+    from sparcml_apps.bench import overlap, train
+    from sparcml_apps.bench.__main__ import main
+
+    def parsed(module, *argv):
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        return parser.parse_args(argv)
+
+    assert parsed(train).local_steps == parsed(overlap).local_steps == 1
+    assert parsed(train, "--local-steps", "auto").local_steps == "auto"
+    two = train.methods_at(2, list(train.METHODS), 8)
+    assert two and all(options["local_steps"] == 8 for options in two.values())
+    one = train.methods_at(1, list(train.METHODS), 1)  # scikit-learn's options: as they are
+    assert one["scikit-learn SGDClassifier"] == {"sklearn": True}
+    for bad in ("0", "-1", "x", "1.5"):
+        with pytest.raises(SystemExit):
+            main(["overlap", "--local-steps", bad])
+        assert (
+            f"argument --local-steps: expected a whole number of at least 1 or 'auto', got '{bad}'"
+            in capsys.readouterr().err
+        )

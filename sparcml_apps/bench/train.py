@@ -17,7 +17,7 @@ each cell of more than one rank, a plot of loss and accuracy against time and by
 import json
 from pathlib import Path
 
-from .._paths import OptionError
+from .._paths import OptionError, option
 from ..datasets import Source
 from . import netem
 from ._output import add_out_argument, apply_quick, draw, slug, write
@@ -206,11 +206,18 @@ def with_local_steps(options, local_steps):
     return options if options.get("sklearn") else {**options, "local_steps": local_steps}
 
 
+def local_steps(text):
+    """``local_steps`` as a fit takes it: a whole number of at least 1, or 'auto'."""
+    if text == "auto" or (text.isdigit() and int(text) >= 1):
+        return text if text == "auto" else int(text)
+    raise ValueError(f"expected a whole number of at least 1 or 'auto', got {text!r}")
+
+
 def add_local_steps_argument(parser):
     """--local-steps (a fit's default, 'auto', exchanges seldom, and then mostly densely)."""
     parser.add_argument(
         "--local-steps",
-        type=lambda text: text if text == "auto" else int(text),
+        type=option(local_steps),
         default=1,
         help="steps a rank takes between exchanges: 1 (default), an exchange every step, "
         "where the ways of exchanging differ, or 'auto' as a fit's default",
