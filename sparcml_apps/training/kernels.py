@@ -150,6 +150,12 @@ def rate(params, state):
     return state[ETA]
 
 
+def warm_up():
+    """Call a compiled kernel once: a process's first call sets numba's typing up (about
+    0.45 s of a core), which a process that waits for its first fit does here."""
+    rate(np.zeros(N_PARAMS), np.zeros(N_STATE))
+
+
 @njit(cache=True, nogil=True)
 def batch_coefs(
     indptr,

@@ -5,7 +5,8 @@ Run as ``mpiexec -n N python -m sparcml_apps.backends.pool._worker SOCKET HEARTB
 The worker reads the pool's key from the file ``key`` beside the socket (in a folder
 only its user may enter), connects, proves that it holds the key and checks the caller's
 proof (:func:`._wire.handshake`), says which rank and process it is, starts MPI, loads
-the training code (:data:`.limits.PRELOAD`), meets the others in a first collective
+the training code (:data:`.limits.PRELOAD`) and sets numba's typing up
+(:func:`~sparcml_apps.training.kernels.warm_up`), meets the others in a first collective
 (after which a killed worker leaves nothing in ``/dev/shm``) and says it is up. Then it
 fits, one task at a time, until the caller says ``close`` or goes away. A task comes as
 two messages: the caller's ``sys.path``, then this worker's plan (a
@@ -37,6 +38,7 @@ from pathlib import Path
 import collectives
 
 from ... import training
+from ...training import kernels
 from . import limits
 from ._wire import Link, handshake, unpack
 
@@ -146,6 +148,7 @@ def main(address, heartbeat):
 
     for name in limits.PRELOAD:  # loaded once, before the first task
         importlib.import_module(name)
+    kernels.warm_up()  # numba's typing, set up while the caller packs the first rows
 
     world = MPI.COMM_WORLD
     collectives.check(comm=world)  # the first collective: MPICH's files are unlinked
