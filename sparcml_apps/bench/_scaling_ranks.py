@@ -26,7 +26,7 @@ from sklearn.linear_model import SGDClassifier
 
 from sparcml_apps import SparseSGDClassifier
 from sparcml_apps.backends.pool import row_blocks
-from sparcml_apps.estimators import EARLY_STOPPING_ROWS
+from sparcml_apps.bench._warm import held_out_fit
 
 
 def load_block(stem, rank, size):
@@ -175,12 +175,7 @@ def main(argv=None):
     SparseSGDClassifier(loss=args.loss, max_iter=1, tol=None, comm=comm).fit(
         train[0][:256], train[1][:256]
     )
-    rows = -(-EARLY_STOPPING_ROWS // size) + 1
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        SparseSGDClassifier(loss=args.loss, max_iter=2, comm=comm).fit(
-            train[0][:rows], train[1][:rows]
-        )
+    held_out_fit(*train, comm, loss=args.loss)
     systems = ["alone"] if args.alone else ["sparcml"]
     systems += ["scikit-learn"] if args.scikit_learn and size == 1 else []
     for system in systems:

@@ -20,15 +20,14 @@ Then, on a new pool of the first ``--nprocs``, ``GridSearchCV`` over ``alpha`` (
 import os
 import statistics
 import time
-import warnings
 
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
 from .. import jobs
 from ..datasets import make_url_like
-from ..estimators import EARLY_STOPPING_ROWS, SparseSGDClassifier
+from ..estimators import SparseSGDClassifier
 from ._output import add_out_argument, apply_quick, write
+from ._warm import held_out_fit
 
 STAGES = ("checked", "packed", "started", "shipped", "first_step", "fitted", "total")
 QUICK = {"generated": 25_000, "rows": 20_000, "repeats": 1, "nprocs": [2]}
@@ -55,10 +54,7 @@ def run(args):
     X, y, X_test, y_test = X[: args.rows], y[: args.rows], X[args.rows :], y[args.rows :]
     print(f"url-like: {X.shape[0]:,} rows to train, {X_test.shape[0]:,} to test, "
           f"{X.shape[1]:,} columns, {X.nnz:,} nonzeros")  # fmt: skip
-    with warnings.catch_warnings():  # a fit that holds rows out, as the fits timed do
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        rows = EARLY_STOPPING_ROWS + 1
-        SparseSGDClassifier(random_state=0, max_iter=2).fit(X[:rows], y[:rows])
+    held_out_fit(X, y, random_state=0)
     records = []
 
     def timed(way, n_jobs, repeat):

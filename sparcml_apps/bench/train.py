@@ -208,8 +208,10 @@ def with_local_steps(options, local_steps):
 
 def local_steps(text):
     """``local_steps`` as a fit takes it: a whole number of at least 1, or 'auto'."""
-    if text == "auto" or (text.isdigit() and int(text) >= 1):
-        return text if text == "auto" else int(text)
+    if text == "auto":
+        return text
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
     raise ValueError(f"expected a whole number of at least 1 or 'auto', got {text!r}")
 
 
