@@ -1,8 +1,10 @@
+import numba
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectives._kernels import accumulate, merge_add, merge_runs
+from sparcml_apps.training import kernels
 
 
 def sparse(draw, size, dtype):
@@ -68,6 +70,21 @@ def test_accumulate_adds_at_offset():
     out = np.zeros(4)
     accumulate(np.array([10, 12, 12], np.uint32), np.array([1.0, 2.0, 3.0]), 10, out)
     np.testing.assert_array_equal(out, [1.0, 0.0, 5.0, 0.0])
+
+
+def test_the_rows_asked_for_ahead_are_rows_of_the_order_before_its_end():
+    """The steps' hints to the CPU (:func:`kernels.fetch_rows`) read the order and the
+    row pointers in bounds at every edge: compiled with bounds checks, nothing raises."""
+    checked = numba.njit(boundscheck=True)(kernels.fetch_rows.py_func)
+    indptr = np.array([0, 3, 3, 7, 40], np.uint32)  # an empty row, then a long last one
+    indices, data = np.arange(40, dtype=np.uint32), np.ones(40)
+    order = np.array([3, 1, 0, 2], np.uint32)
+    for lo in range(order.size + 2):
+        for hi in range(lo, order.size + kernels.AHEAD + 2):
+            for end in range(order.size + 1):
+                checked(indptr, indices, data, order, lo, hi, end)
+    with np.testing.assert_raises(IndexError):  # the check is on: past the order raises
+        checked(indptr, indices, data, order, 3, 6, order.size + 2)
 
 
 @st.composite

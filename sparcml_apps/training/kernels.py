@@ -10,7 +10,10 @@ change ``d`` of ``v[j]`` adds ``S * d`` to ``offsets[j]``.
 """
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 LOSSES = {
     "hinge": 0,
@@ -26,6 +29,11 @@ LOSSES = {
 SCHEDULES = {"constant": 0, "optimal": 1, "invscaling": 2, "adaptive": 3, "pa1": 4, "pa2": 5}
 PASSIVE_AGGRESSIVE = 4  # schedules from this code on size each row's step by its loss
 MAX_DLOSS = 1e12
+AHEAD = 8
+"""The steps ask the CPU for the entries of the row this many rows ahead of the one they
+read, and for where the row as many rows further on starts: a row's entries lie anywhere
+in the rows' memory, and a step that reads them unasked waits for them (an epoch over
+url-like rows takes a third longer)."""
 
 # params: the options of a fit
 (
@@ -258,6 +266,49 @@ def renormalize(state, v, agreed, residual, offsets):
     state[WSCALE] = 1.0
 
 
+@intrinsic
+def _prefetch(typingctx, array, i):
+    """Ask the CPU for the cache line of ``array[i]``: a hint, which changes no result
+    and never faults (an ``i`` out of bounds is fine)."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        view = context.make_array(sig.args[0])(context, builder, args[0])
+        address = cgutils.get_item_pointer(
+            context, builder, sig.args[0], view, [args[1]], wraparound=False
+        )
+        i32, byte = ir.IntType(32), ir.IntType(8).as_pointer()
+        hint = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32]),
+            "llvm.prefetch",  # LLVM names it by the pointer type it takes
+        )
+        # a read, kept in every cache level, of data
+        builder.call(hint, [builder.bitcast(address, byte), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.none(array, types.intp), codegen
+
+
+@njit(cache=True, nogil=True)
+def fetch_rows(indptr, indices, data, order, lo, hi, end):
+    """Ask the CPU for the entries of the rows ``order[lo:hi]`` (64-byte lines) and for
+    where the rows :data:`AHEAD` after them start, no row at or past ``end``."""
+    for i in range(lo + AHEAD, min(hi + AHEAD, end)):
+        _prefetch(indptr, np.intp(order[i]))
+    for i in range(lo, min(hi, end)):
+        start, stop = np.intp(indptr[order[i]]), np.intp(indptr[order[i] + 1])
+        if start == stop:
+            continue
+        for k in range(start, stop, 64 // indices.itemsize):
+            _prefetch(indices, k)
+        for k in range(start, stop, 64 // data.itemsize):
+            _prefetch(data, k)
+        _prefetch(indices, stop - 1)
+        _prefetch(data, stop - 1)
+
+
 @njit(cache=True, nogil=True)
 def steps(
     indptr,
@@ -313,6 +364,7 @@ def steps(
     alone = agreed.size == 0
     listing = flags.size > 0
     zeroed = False
+    end = min(stop * batch, order.size)
     for s in range(first, stop):
         if state[WSCALE] < RENORMALIZE_BELOW:
             return loss_sum, n_touched, s, zeroed
@@ -320,6 +372,7 @@ def steps(
         shrink = max(0.0, 1.0 - eta * params[L2])
         lo = min(s * batch, order.size)
         rows = order[lo : min(lo + batch, order.size)]
+        fetch_rows(indptr, indices, data, order, lo + AHEAD, lo + rows.size + AHEAD, end)
         if rows.size > 0:
             loss_sum += batch_coefs(
                 indptr,
