@@ -159,7 +159,7 @@ def rate(params, state):
 
 
 def warm_up():
-    """Call a compiled kernel once: a process's first call sets numba's typing up (about
+    """Call a compiled kernel once: a process's first call sets numba's typing up (0.25 to
     0.45 s of a core), which a process that waits for its first fit does here."""
     rate(np.zeros(N_PARAMS), np.zeros(N_STATE))
 
