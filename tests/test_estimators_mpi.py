@@ -112,6 +112,17 @@ def test_a_rank_without_rows_takes_part():
     assert all(weighted == digest for _, digest, weighted, *_ in answers), result.report()
 
 
+@pytest.mark.parametrize(("nprocs", "during"), [(1, 2), (2, 1)])
+def test_ranks_train_with_one_thread_in_their_blas(nprocs, during):
+    # two threads a pool, as where mpiexec alone starts the ranks; the fit on several
+    # ranks takes them down to one while it trains, and gives them back
+    answers = [json.loads(out) for out in run_mpi("blas_threads.py", nprocs).stdout]
+    if answers[0]["before"] < 2:
+        pytest.skip("this machine's BLAS takes one thread only")
+    for answer in answers:
+        assert answer == {"before": 2, "during": [during, during], "after": 2}, answers
+
+
 def test_no_rows_on_any_rank_is_an_error():
     result = run_mpi("fit_empty_rank.py", 2, "none", timeout=120)
     for out in result.stdout:

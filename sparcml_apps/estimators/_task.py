@@ -1,5 +1,9 @@
 """A call of ``fit`` or ``partial_fit`` as an estimator hands it to a backend."""
 
+import contextlib
+
+from threadpoolctl import threadpool_limits
+
 from .. import training
 from ..inputs import row_blocks
 
@@ -201,6 +205,8 @@ class FitTask:
 
         Every rank calls this (SPMD), and every rank ends with the same model. In a
         detached task the estimator takes ``comm`` as its own (a callback finds it there).
+        On several ranks, each rank trains with one thread in its BLAS and OpenMP pools
+        (:func:`_one_thread_a_rank`).
 
         Parameters
         ----------
@@ -233,7 +239,10 @@ class FitTask:
         """
         if self._detached:
             self._estimator.comm = comm
-        self.finish(training.run(self._plan(comm, X, y, sample_weight), comm))
+        plan = self._plan(comm, X, y, sample_weight)
+        with _one_thread_a_rank(comm):
+            trained = training.run(plan, comm)
+        self.finish(trained)
 
     @property
     def _partial(self):
@@ -300,3 +309,20 @@ class FitTask:
         """
         self._estimator._take_state(state)
         return self
+
+
+def _one_thread_a_rank(comm):
+    """One thread in each BLAS and OpenMP pool of this process while it trains on
+    several ranks of ``comm`` (a context manager; on one rank, nothing changes).
+
+    The ranks are the fit's parallelism, one a core. A BLAS that a rank calls between
+    epochs (the penalty of the model, where a fit stops on its loss) would otherwise
+    start a thread for every core, which then spin, waiting for more work, on the cores
+    of the other ranks: on two ranks of two cores, such a fit (``early_stopping=False``,
+    400,000 url-like rows, 16 epochs) took 4.1 to 4.6 s, with one thread 3.3 to 3.6 s.
+    The launchers of this package set ``OPENBLAS_NUM_THREADS=1`` already; a job that
+    ``mpiexec`` alone starts does not.
+    """
+    if comm.Get_size() == 1:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1)
