@@ -300,6 +300,8 @@ def test_stopping(tmp_path):
     ]
     assert summary["sparcml", 2]["more_epochs"] == np.mean(more)
     assert summary["sparcml", 2]["most_more_epochs"] == max(more)
+    ratios = [runs["sparcml", 2, s]["seconds"] / runs["sparcml", 1, s]["seconds"] for s in (0, 1)]
+    assert summary["sparcml", 2]["seconds_ratio"] == pytest.approx(np.mean(ratios))
     assert "more_epochs" not in summary["scikit-learn", 1]
 
 

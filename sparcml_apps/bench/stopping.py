@@ -4,14 +4,17 @@ For every dataset (the synthetic generators, and LIBSVM files ``TRAIN[,TEST]``),
 (hinge and log_loss), number of ranks P of ``--ranks`` and seed, ``SparseSGDClassifier``
 with every default (``max_iter``, ``tol``, ``early_stopping`` included) fits on P ranks,
 each holding a contiguous block of the training rows, and is scored on the test rows; on
-one rank scikit-learn's ``SGDClassifier`` fits with its defaults too. The epochs a fit
-runs do not depend on the cores, so P may exceed them (the ranks then take turns: the
-seconds are recorded but not reported). Writes JSON and a Markdown table: for every
-dataset, loss and P, the mean epochs (and their range over the seeds), the mean test
-accuracy, and against one rank the mean difference in epochs, the largest of a seed, and
-the difference in accuracy; scikit-learn's beside.
+one rank scikit-learn's ``SGDClassifier`` fits with its defaults too. A seed's fits on
+every P run one after the other (an ``mpiexec`` job each), so that they share the state
+of the machine. The epochs a fit runs do not depend on the cores, so P may exceed them
+(the ranks then take turns: the seconds are recorded but not reported). Writes JSON and a
+Markdown table: for every dataset, loss and P, the mean epochs (and their range over the
+seeds), the mean test accuracy, and against one rank the mean difference in epochs, the
+largest of a seed, the difference in accuracy and the mean of the seeds' ratios of
+seconds; scikit-learn's beside.
 """
 
+import itertools
 import json
 import tempfile
 
@@ -41,9 +44,10 @@ def add_arguments(parser):
 
 
 def fits(stems, nprocs, loss, seeds):
-    """The default fits of ``loss`` on ``nprocs`` ranks, a record a seed (and system)."""
+    """The default fits of ``loss`` on ``nprocs`` ranks, a record a seed of ``seeds`` (and
+    system)."""
     options = ["--train", stems[0], "--test", stems[1], "--epochs", 1, "--loss", loss,
-               "--seeds", *range(seeds), "--defaults", "--no-curve"]  # fmt: skip
+               "--seeds", *seeds, "--defaults", "--no-curve"]  # fmt: skip
     if nprocs == 1:
         options.append("--scikit-learn")
     done = _mpiexec.run_module(nprocs, RANKS_MODULE, [str(o) for o in options], timeout=7200)
@@ -63,15 +67,17 @@ def run(args):
         for spec in args.datasets:
             print(f"writing the rows of {spec} ...", flush=True)
             name, stems, _ = prepare(spec, folder, args)
-            for loss in args.losses:
-                for nprocs in sorted(args.ranks):
-                    for record in fits(stems, nprocs, loss, args.seeds):
-                        record["dataset"] = name
-                        records.append(record)
-                        done = record["defaults"]
-                        print(f"{name} {loss} P={nprocs} {record['system']} seed "
-                              f"{record['seed']}: {done['epochs']} epochs, accuracy "
-                              f"{done['accuracy']:.4f}", flush=True)  # fmt: skip
+            for loss, seed, nprocs in itertools.product(
+                args.losses, range(args.seeds), sorted(args.ranks)
+            ):  # a seed's fits on every P in turn: the machine's state shared by them
+                for record in fits(stems, nprocs, loss, [seed]):
+                    record["dataset"] = name
+                    records.append(record)
+                    done = record["defaults"]
+                    print(f"{name} {loss} P={nprocs} {record['system']} seed "
+                          f"{record['seed']}: {done['epochs']} epochs, accuracy "
+                          f"{done['accuracy']:.4f}, {done['seconds']:.2f} s",
+                          flush=True)  # fmt: skip
     summary = summarize(records)
     text = report(summary, args.seeds, cores())
     print(f"\n{text}")
@@ -104,6 +110,8 @@ def summarize(records):
             row["accuracy_gap"] = float(
                 accuracy.mean() - np.mean([one[r["seed"]]["accuracy"] for r in runs])
             )
+            ratios = [r["defaults"]["seconds"] / one[r["seed"]]["seconds"] for r in runs]
+            row["seconds_ratio"] = float(np.mean(ratios))
         rows.append(row)
     return rows
 
@@ -113,23 +121,26 @@ def report(rows, seeds, n_cores):
     lines = [
         f"Fits with every default; means over {seeds} seeds, on {n_cores} cores (seconds "
         "only where every rank had a core). Against one rank: epochs more than one rank's "
-        "fit of the same seed (mean; the most of a seed) and accuracy (points).",
+        "fit of the same seed (mean; the most of a seed), accuracy (points) and seconds "
+        "(the mean of the seeds' ratios; a seed's fits run one after the other).",
         "",
         "| dataset | loss | system | P | epochs (range) | accuracy | seconds "
-        "| against 1 rank: epochs | accuracy |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| against 1 rank: epochs | accuracy | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        against = ["", ""]
+        timed = row["nprocs"] <= n_cores
+        against = ["", "", ""]
         if "more_epochs" in row and row["nprocs"] > 1:
             against = [
                 f"{row['more_epochs']:+.1f} ({row['most_more_epochs']:+d})",
                 f"{row['accuracy_gap'] * 100:+.2f}",
+                f"{row['seconds_ratio']:.2f}x" if timed else "",
             ]
-        seconds = f"{row['seconds']:.2f}" if row["nprocs"] <= n_cores else ""
+        seconds = f"{row['seconds']:.2f}" if timed else ""
         lines.append(
             f"| {row['dataset']} | {row['loss']} | {row['system']} | {row['nprocs']} "
             f"| {row['epochs']:.1f} ({row['epochs_min']}-{row['epochs_max']}) "
-            f"| {row['accuracy']:.4f} | {seconds} | {against[0]} | {against[1]} |"
+            f"| {row['accuracy']:.4f} | {seconds} | {' | '.join(against)} |"
         )
     return "\n".join(lines)
