@@ -1,8 +1,9 @@
 """A call of ``fit`` or ``partial_fit`` as an estimator hands it to a backend."""
 
 import contextlib
+import functools
 
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .. import training
 from ..inputs import row_blocks
@@ -321,8 +322,14 @@ def _one_thread_a_rank(comm):
     of the other ranks: on two ranks of two cores, such a fit (``early_stopping=False``,
     400,000 url-like rows, 16 epochs) took 4.1 to 4.6 s, with one thread 3.3 to 3.6 s.
     The launchers of this package set ``OPENBLAS_NUM_THREADS=1`` already; a job that
-    ``mpiexec`` alone starts does not.
+    ``mpiexec`` alone starts does not. The pools are found once a process (1 to 2 ms),
+    then limited in microseconds, each ``partial_fit`` of a loop included.
     """
     if comm.Get_size() == 1:
         return contextlib.nullcontext()
-    return threadpool_limits(limits=1)
+    return _pools().limit(limits=1)
+
+
+@functools.cache
+def _pools():
+    return ThreadpoolController()
