@@ -464,10 +464,8 @@ class Costs:
 
 def auto_period(costs, columns, nonzeros, steps):
     """The shortest power of two of steps whose exchange ``costs`` expects to take at most
-    :data:`EXCHANGE_SHARE` of its steps' time, evened out so that an epoch's periods are
-    alike; where none is that cheap before an epoch of ``steps`` would take fewer than
-    :func:`least_exchanges`, the period of an epoch of just that many (8 ranks: 28, where
-    the longest power of two that gives enough gives up to twice as many).
+    :data:`EXCHANGE_SHARE` of its steps' time, at most the longest that gives an epoch of
+    ``steps`` :func:`least_exchanges`, evened out so that an epoch's periods are alike.
     ``columns[i]`` and ``nonzeros[i]``: the distinct columns and the nonzeros of a rank's
     first ``2**i`` steps' rows."""
     least = least_exchanges(costs.nprocs)
@@ -476,12 +474,7 @@ def auto_period(costs, columns, nonzeros, steps):
         exchange = costs.exchange(int(columns[i]), int(nonzeros[i]))
         cheap = exchange <= EXCHANGE_SHARE * costs.steps(int(nonzeros[i]))
         fewer = -(-steps // min(2 << i, steps)) < least  # (the next period's exchanges)
-        if fewer and not cheap:  # the longest period that gives the least exchanges
-            period_steps = -(-steps // least)
-            while period_steps > 1 and -(-steps // period_steps) < least:
-                period_steps -= 1
-            return period_steps
-        if cheap or period_steps == steps:
+        if cheap or fewer or period_steps == steps:
             return -(-steps // -(-steps // period_steps))
     return steps
 
