@@ -104,7 +104,7 @@ def test_the_rows_go_in_shared_memory_not_through_the_socket():
     # the socket carries two pickles of the estimator out (its parameters) and two ends
     # back; the fitted state (2 x 0.8 MB of weights) comes in shared memory too
     assert sent < 0.01 * data_bytes and received < 0.01 * data_bytes, (sent, received)
-    # nor does this process copy the rows into new arrays: it writes them into a memfd
+    # nor does this process copy the rows into new arrays: it writes them into its shelf
     assert peak < 0.2 * data_bytes, (peak, data_bytes)
 
 

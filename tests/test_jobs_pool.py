@@ -233,23 +233,29 @@ def test_each_worker_maps_its_rows_from_shared_memory(tmp_path):
     bounds = jobs.row_blocks(20_000, 2)
     pids, maps = {}, {}
 
+    def shelf_in(pid):  # the mappings of the pool's shelf (the rows) that ``pid`` holds
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+        return [line.split() for line in lines if int(line.split()[4]) == shelf]
+
     def look():  # once both workers pause after their first epoch
+        nonlocal shelf
         while len(pids) < 2:
             for rank in (0, 1):
                 if (tmp_path / f"rank{rank}").exists():
                     pids[rank] = int((tmp_path / f"rank{rank}").read_text())
             time.sleep(0.05)
+        shelf = os.fstat(jobs.pool(2)._shelf.fd).st_ino
         for rank, pid in pids.items():
-            lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
-            maps[rank] = [line.split() for line in lines if "/memfd:sparcml-jobs" in line]
+            maps[rank] = shelf_in(pid)
         (tmp_path / "go").touch()
 
+    shelf = None
     thread = threading.Thread(target=look, daemon=True)
     thread.start()
     small(callback=PauseAfterEpoch1(tmp_path)).fit(X, y)
     thread.join(60)
     for rank in (0, 1):
-        # private (copy-on-write) mappings of the caller's memfd: its own rows (20 nonzeros
+        # private (copy-on-write) mappings of the caller's shelf: its own rows (20 nonzeros
         # a row, 12 bytes each, and a label), not the other worker's
         assert maps[rank] and all(fields[1].endswith("p") for fields in maps[rank])
         spans = [[int(end, 16) for end in fields[0].split("-")] for fields in maps[rank]]
@@ -257,8 +263,7 @@ def test_each_worker_maps_its_rows_from_shared_memory(tmp_path):
         own = (bounds[rank + 1] - bounds[rank]) * (20 * 12 + 8)
         assert own <= mapped < 1.2 * own, (rank, mapped, own)
     # once the fit is over, the workers hold none of it
-    maps = [Path(f"/proc/{pid}/maps") for pid in jobs.pool(2).pids.values()]
-    assert wait_until(lambda: not any("memfd:sparcml-jobs" in m.read_text() for m in maps))
+    assert wait_until(lambda: not any(map(shelf_in, jobs.pool(2).pids.values())))
 
 
 def test_the_workers_load_the_training_code_not_scikit_learn(tmp_path):

@@ -3,8 +3,8 @@ handshake, and arrays that travel in sealed shared memory, not through the socke
 
 import mmap
 import os
-import re
 import socket
+import tempfile
 import threading
 from pathlib import Path
 
@@ -138,23 +138,23 @@ def test_a_shelf_is_filled_again_and_grows_when_it_must():
         found = []
         for values in (np.arange(100_000.0), -np.arange(50_000.0), np.ones(300_000)):
             fd, ((pickle, table),) = _wire.pack([values], shelf)
-            found.append((os.fstat(fd).st_ino, os.fstat(fd).st_size))
+            found.append((shelf.memory, os.fstat(fd).st_size))
             assert np.array_equal(_wire.unpack(pickle, table, os.dup(fd)), values)
         # the second pack, smaller, went into the first's memory; the third needed more
-        assert found[1] == found[0] and found[0][1] == 800_000
-        assert found[2][0] != found[0][0] and found[2][1] == 2_400_000
+        assert found[1][0] is found[0][0] and found[1][1] == found[0][1] == 800_000
+        assert found[2][0] is not found[0][0] and found[2][1] == 2_400_000
     finally:
         shelf.close()
     assert shelf.fd is None
 
 
 def _mappings():
-    """``{start address: (path, fields)}`` of this process's mappings, from smaps."""
+    """``{start address: (inode, fields)}`` of this process's mappings, from smaps."""
     found, current = {}, None
     for line in Path("/proc/self/smaps").read_text().splitlines():
         head = line.split()
         if "-" in head[0] and ":" not in head[0]:
-            current = found[int(head[0].split("-")[0], 16)] = (" ".join(head[5:]), {})
+            current = found[int(head[0].split("-")[0], 16)] = (int(head[4]), {})
         else:
             current[1][head[0].rstrip(":")] = head[1:]
     return found
@@ -164,36 +164,60 @@ def _address(memory):
     return np.frombuffer(memory, np.uint8).ctypes.data
 
 
-def test_a_shelf_asks_for_huge_pages():
+def _huge_kb(fields):
+    return int(fields["FilePmdMapped"][0]) + int(fields["ShmemPmdMapped"][0])
+
+
+def test_a_shelf_is_a_file_of_the_temp_directory_with_no_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     shelf = _wire.Shelf()
+    values = np.arange(1 << 20, dtype=np.float64)
     try:
-        _wire.pack([np.arange(1 << 20, dtype=np.float64)], shelf)
-        path, fields = _mappings()[_address(shelf.memory)]
-        assert path.startswith("/memfd:sparcml-jobs")
+        fd, ((pickle, table),) = _wire.pack([values], shelf)
+        assert os.readlink(f"/proc/self/fd/{fd}").startswith(f"{tmp_path}/#")
+        assert os.fstat(fd).st_mode & 0o777 == 0o600
+        assert os.fstat(fd).st_blocks * 512 >= values.nbytes  # its blocks taken up front
+        assert list(tmp_path.iterdir()) == []
+        assert np.array_equal(_wire.unpack(pickle, table, os.dup(fd)), values)
+        inode, fields = _mappings()[_address(shelf.memory)]
+        assert inode == os.fstat(fd).st_ino
         assert "hg" in fields["VmFlags"]  # madvise(MADV_HUGEPAGE)
     finally:
         shelf.close()
 
 
-HUGE_SHARED = Path("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
+@pytest.mark.parametrize("why", ["no unnamed files there", "past the dirty threshold"])
+def test_a_shelf_is_a_memfd_where_a_file_would_not_do(why, monkeypatch):
+    if why == "no unnamed files there":
+        monkeypatch.setattr(tempfile, "tempdir", "/proc")
+    else:
+        monkeypatch.setattr(_wire, "_clean_bytes", lambda: 1 << 20)
+    shelf = _wire.Shelf()
+    values = np.arange(1 << 18, dtype=np.float64)  # 2 MiB
+    try:
+        fd, ((pickle, table),) = _wire.pack([values], shelf)
+        assert os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:sparcml-jobs")
+        assert np.array_equal(_wire.unpack(pickle, table, os.dup(fd)), values)
+    finally:
+        shelf.close()
 
 
-@pytest.mark.skipif(
-    not HUGE_SHARED.exists() or re.search(r"\[(never|deny)\]", HUGE_SHARED.read_text()),
-    reason="this machine gives shared memory no huge pages (shmem_enabled)",
-)
-def test_the_receiver_maps_the_shelf_in_huge_pages():
+def test_the_receiver_maps_the_shelf_in_huge_pages_where_the_shelf_has_them():
     shelf = _wire.Shelf()
     values = np.arange(4 << 20, dtype=np.float64)  # 32 MiB
     try:
         fd, ((pickle, table),) = _wire.pack([values], shelf)
+        inode, fields = _mappings()[_address(shelf.memory)]
+        if _huge_kb(fields) < 16 << 10:
+            pytest.skip("this machine gives neither shared memory nor the temp directory's "
+                        "files huge pages (shmem_enabled, the file system)")  # fmt: skip
         got = _wire.unpack(pickle, table, os.dup(fd))
         assert float(got.sum()) == float(values.sum())  # every page read
         mapped = [
-            fields for start, (path, fields) in _mappings().items()
-            if path.startswith("/memfd:sparcml-jobs") and start != _address(shelf.memory)
+            fields for start, (node, fields) in _mappings().items()
+            if node == inode and start != _address(shelf.memory)
         ]  # fmt: skip
-        assert sum(int(f["ShmemPmdMapped"][0]) for f in mapped) >= 16 << 10  # kB
+        assert sum(_huge_kb(f) for f in mapped) >= 16 << 10  # kB
         del got
     finally:
         shelf.close()

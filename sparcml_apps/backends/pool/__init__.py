@@ -16,16 +16,17 @@ raises what that one raises) and as the ranks of ``mpiexec -n N`` with ``comm=``
 their setup: a :class:`sparcml_apps.training.Plan` a worker, each with one contiguous
 block of the rows (the block rank ``r`` takes, :func:`row_blocks`), so that the model is
 that of ``mpiexec -n N``, bit for bit. The workers load the training code, not the
-estimators nor scikit-learn. The rows go into shared memory that the pool keeps for its
-fits (as large as the largest one's rows); each worker maps its block, read-only and
-copy-on-write, and they train together over their ``COMM_WORLD``; worker 0 sends what it
-trained back, its arrays in shared memory too (sealed against writes). Through the
-socket go control messages and the setup only (:mod:`._wire`).
+estimators nor scikit-learn. The rows go into memory that the pool keeps for its fits
+and shares with its workers (as large as the largest one's rows; an unnamed file, in huge
+pages where the machine gives them: :class:`._wire.Shelf`); each worker maps its block,
+read-only and copy-on-write, and they train together over their ``COMM_WORLD``; worker 0
+sends what it trained back, its arrays in shared memory too (sealed against writes).
+Through the socket go control messages and the setup only (:mod:`._wire`).
 
 Only this user can reach a pool: its socket lies in a folder only the owner may enter,
 and each worker proves that it holds the pool's random key (a file there, mode 0600)
-before anything it sends is unpickled; the shared memory is memfds passed over that
-socket, nothing in ``/dev/shm``.
+before anything it sends is unpickled; the shared memory is files without a name (mode
+0600) passed over that socket.
 
 This process never joins the MPI job, so nothing a worker does can end it. A failed fit
 raises :class:`collectives.RankError` naming the worker's rank: an exception in a
