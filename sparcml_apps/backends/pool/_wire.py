@@ -184,9 +184,7 @@ def _scratch(size):
                 os.close(fd)
                 raise
             return fd
-    fd = os.memfd_create("sparcml-jobs", os.MFD_CLOEXEC)
-    os.ftruncate(fd, size)
-    return fd
+    return _memfd(size)
 
 
 def _clean_bytes():
@@ -201,11 +199,21 @@ def _clean_bytes():
     return dirty * mmap.PAGESIZE
 
 
-def _filled(size, pieces, flags=0):
-    """A new memfd of ``size`` bytes holding each ``(offset, bytes)`` of ``pieces``."""
+def _memfd(size, flags=0):
+    """A new memfd of ``size`` bytes (zeros), with the memfd ``flags``."""
     fd = os.memfd_create("sparcml-jobs", os.MFD_CLOEXEC | flags)
     try:
         os.ftruncate(fd, size)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _filled(size, pieces, flags=0):
+    """A new memfd of ``size`` bytes holding each ``(offset, bytes)`` of ``pieces``."""
+    fd = _memfd(size, flags)
+    try:
         _copy(pieces, lambda offset, view: _write(fd, offset, view))
     except BaseException:
         os.close(fd)
