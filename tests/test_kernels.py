@@ -164,3 +164,14 @@ def test_adopting_the_changed_and_summed_weights_is_adopting_all(model, data):
     np.testing.assert_array_equal(v, agreed)
     np.testing.assert_array_equal(v, by_pass[0])
     np.testing.assert_array_equal(offsets, by_pass[1])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=40),
+    st.integers(1, 3),
+)
+def test_all_finite_agrees_with_numpy_on_strided_weights(values, stride):
+    pairs = np.zeros((len(values), stride))
+    pairs[:, 0] = values  # the weights between their offsets, as a fit lays them out
+    assert kernels.all_finite(pairs[:, 0]) == bool(np.isfinite(pairs[:, 0]).all())

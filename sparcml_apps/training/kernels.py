@@ -266,6 +266,17 @@ def renormalize(state, v, agreed, residual, offsets):
     state[WSCALE] = 1.0
 
 
+@njit(cache=True, nogil=True)
+def all_finite(values):
+    """Whether every one of ``values`` is finite: one pass, strided or not (numpy's
+    ``min`` and ``max`` of the model's weights, which sit between their offsets, take
+    two)."""
+    finite = True
+    for i in range(values.size):
+        finite &= abs(values[i]) < np.inf
+    return finite
+
+
 @intrinsic
 def _prefetch(typingctx, array, i):
     """Ask the CPU for the cache line of ``array[i]``: a hint, which changes no result

@@ -415,7 +415,7 @@ def _check_finite(record, weights, setup):
     finite = math.isfinite(record.loss) and math.isfinite(weights.state[kernels.WSCALE])
     finite = finite and bool(np.isfinite(weights.intercept).all())
     if finite:  # the weights: every rank holds the same after an epoch
-        finite = bool(np.isfinite(weights.v.max()) and np.isfinite(weights.v.min()))
+        finite = kernels.all_finite(weights.v)
     if not finite:
         raise ValueError(
             f"Floating-point under-/overflow occurred at epoch #{record.epoch}: the loss or "
