@@ -394,3 +394,21 @@ def test_the_plain_fitted_state_goes_on_training_alike(options):
         estimator.partial_fit(X, y)
     assert copy.coef_.tobytes() == model.coef_.tobytes()
     assert copy.intercept_.tobytes() == model.intercept_.tobytes()
+
+
+def test_a_pickled_model_keeps_its_weights_beside_their_offsets_and_goes_on_alike():
+    # with averaging, the weights and their offsets are the two columns of one array:
+    # pickled as that array, not as two copies, and unpickled as its columns again
+    X, y = make_url_like(3000, 5000, random_state=0)
+    model = SparseSGDClassifier(random_state=0, max_iter=2, tol=None, average=True).fit(X, y)
+    copy = pickle.loads(pickle.dumps(model))
+    weights, copied = model._weights, copy._weights
+    for state in (weights, copied):
+        assert state.v.base is not None and state.v.strides == (16,)
+        assert state.offsets.ctypes.data == state.v.ctypes.data + 8
+    assert copied.v.tobytes() == weights.v.tobytes()
+    assert copied.offsets.tobytes() == weights.offsets.tobytes()
+    for estimator in (model, copy):
+        estimator.partial_fit(X, y)
+    assert copy.coef_.tobytes() == model.coef_.tobytes()
+    assert copy.intercept_.tobytes() == model.intercept_.tobytes()

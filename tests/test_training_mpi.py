@@ -105,3 +105,10 @@ def test_listing_the_touched_weights_changes_nothing(fitted):
     for listed, scanned in ((1, 0),):
         for name in ("coef", "intercept"):
             assert saved[f"{name}_{listed}"].tobytes() == saved[f"{name}_{scanned}"].tobytes()
+
+
+def test_every_fit_ends_with_each_copy_the_agreed_model_and_keeps_no_second(fitted):
+    # what lets a fitted state drop the agreed model (``Weights.settled``): the next fit
+    # copies it again from the weights
+    *_, saved = fitted
+    assert [bool(saved[f"settled_{n}"]) for n in range(len(CONFIGS))] == [True] * len(CONFIGS)

@@ -97,8 +97,9 @@ EMPTY = np.empty(0)  # stands for a state array the options do not need
 @dataclass
 class Weights:
     """The model as training holds it: ``w = wscale * v``, with averaging and L1 state;
-    with several ranks also the model as they last agreed on it. With averaging, ``v`` and
-    ``offsets`` are the two columns of one array (:meth:`prepare`)."""
+    with several ranks also the model as they last agreed on it, while they train
+    (:meth:`settled`). With averaging, ``v`` and ``offsets`` are the two columns of one
+    array (:meth:`prepare`), and pickle as it."""
 
     v: np.ndarray
     intercept: np.ndarray
@@ -127,6 +128,27 @@ class Weights:
     @classmethod
     def zeros(cls, setup):
         return cls(np.zeros(setup.n_out * setup.n_features), np.zeros(setup.n_out))
+
+    def __getstate__(self):
+        """The fields, with ``v`` and ``offsets`` as the one array they are the columns of
+        (:meth:`prepare`), where they are: pickled as it is, not as two copies."""
+        fields = dict(self.__dict__)
+        pairs = _pairs_of(self.v, self.offsets)
+        if pairs is not None:
+            fields.update(v=None, offsets=None, pairs=pairs)
+        return fields
+
+    def __setstate__(self, fields):
+        pairs = fields.pop("pairs", None)
+        if pairs is not None:
+            fields.update(v=pairs[:, 0], offsets=pairs[:, 1])
+        self.__dict__.update(fields)
+
+    def settled(self):
+        """Forget the agreed model once training ends, an exchange having ended its last
+        epoch: every rank's copy is that model then, and :meth:`prepare` copies it again
+        for the next fit (a fitted model holds one copy of its weights less)."""
+        self.agreed, self.agreed_intercept = EMPTY, EMPTY
 
     def arrays(self):
         """Every array and number of the state, by name (what a checkpoint holds)."""
@@ -208,6 +230,19 @@ class Weights:
                 self.average_intercept[:] = sums[n:]
         sums /= steps
         return sums[:n].reshape(self.intercept.size, -1), sums[n:]
+
+
+def _pairs_of(v, offsets):
+    """The one array whose two columns ``v`` and ``offsets`` are, as a view, or None."""
+    step = v.itemsize
+    if not (v.size and v.size == offsets.size and v.dtype == offsets.dtype == np.float64):
+        return None
+    if v.strides != (2 * step,) or offsets.strides != (2 * step,):
+        return None
+    at = v.__array_interface__["data"][0]
+    if offsets.__array_interface__["data"][0] != at + step:
+        return None
+    return np.lib.stride_tricks.as_strided(v, (v.size, 2), (2 * step, step))
 
 
 ARRAYS = (

@@ -3,7 +3,8 @@
 Arguments: data .npz (X as CSR parts, y, target), output .npz, block boundaries (comma
 separated), then a Python literal: a list of option dicts (estimator parameters, and
 "regressor" and "list_below", which sets ``exchange.LIST_BELOW``). Exits 1 if a rank's model
-differs in any bit from rank 0's.
+differs in any bit from rank 0's. Also saves whether, at the end of each fit, every rank's
+copy of the model was the agreed model, the state keeping no copy of that after it.
 """
 
 import ast
@@ -14,7 +15,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from sparcml_apps import SparseSGDClassifier, SparseSGDRegressor
-from sparcml_apps.training import exchange
+from sparcml_apps.training import Weights, exchange
 
 comm = MPI.COMM_WORLD
 data_path, output, bounds, configs = sys.argv[1:]
@@ -23,6 +24,20 @@ X = sp.csr_matrix((data["data"], data["indices"], data["indptr"]), shape=tuple(d
 bounds = [int(b) for b in bounds.split(",")]
 mine = slice(bounds[comm.rank], bounds[comm.rank + 1])
 saved = {}
+settles = []
+settled = Weights.settled
+
+
+def recording(weights):
+    """:meth:`Weights.settled`, noting whether the copy is the agreed model."""
+    settles.append(
+        np.array_equal(weights.v, weights.agreed)
+        and np.array_equal(weights.intercept, weights.agreed_intercept)
+    )
+    settled(weights)
+
+
+Weights.settled = recording
 for number, options in enumerate(ast.literal_eval(configs)):
     options = dict(options)
     regressor = options.pop("regressor", False)
@@ -35,7 +50,10 @@ for number, options in enumerate(ast.literal_eval(configs)):
     if comm.bcast(everything, root=0).tobytes() != everything.tobytes():
         print(f"rank {comm.rank}: options {number}: the model differs from rank 0's", flush=True)
         sys.exit(1)
+    kept = model._weights.agreed.size + model._weights.agreed_intercept.size
+    settles_everywhere = all(comm.allgather(len(settles) == number + 1 and settles[-1]))
     if comm.rank == 0:
+        saved[f"settled_{number}"] = settles_everywhere and kept == 0
         saved[f"coef_{number}"], saved[f"intercept_{number}"] = model.coef_, model.intercept_
         saved[f"exchanges_{number}"] = [record["exchanges"] for record in model.comm_stats_]
         saved[f"bytes_{number}"] = sum(r["allreduce_bytes_sent"] for r in model.comm_stats_)
