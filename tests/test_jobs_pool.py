@@ -3,6 +3,7 @@ closed on demand, when idle, at exit and after a failure; reached by its user on
 checks that raise here, as a fit in this process raises them."""
 
 import contextlib
+import gc
 import logging
 import os
 import pickle
@@ -13,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +87,16 @@ def test_partial_fit_calls_and_refits_keep_the_workers():
     assert len(jobs.pool(3).pids) == 3 and jobs.pool(2).pids == pids[0]
     with pytest.raises(ValueError, match="A pool has 2 or more workers .* Got n_jobs=1"):
         jobs.pool(1)
+
+
+def test_a_model_the_caller_drops_is_freed_then_not_at_the_next_fit():
+    X, y = data()
+    model = small().fit(X, y)
+    state = weakref.ref(model._weights)  # what worker 0 trained, in shared memory
+    del model
+    gc.collect()
+    assert state() is None  # the pool keeps no reference to what it returned
+    assert jobs.pool(2).pids
 
 
 def test_warnings_reach_the_caller_at_every_fit():

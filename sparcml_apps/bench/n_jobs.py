@@ -135,10 +135,12 @@ def search_table(records):
         lines.append(
             f"| {record['fit']} | {record['seconds']:.2f} | {training:.2f} | {rest[-1]:.2f} |"
         )
+    low, high = f"{min(rest[1:]):.2f}", f"{max(rest[1:]):.2f}"
+    spent = low if low == high else f"{low} to {high}"
     lines += [
         "",
-        f"The fits after the first spend {min(rest[1:]):.2f} to {max(rest[1:]):.2f} s "
-        "besides training (planning, copying the rows, sending the plans, the model back).",
+        f"The fits after the first spend {spent} s besides training (planning, copying "
+        "the rows, sending the plans, the model back).",
     ]
     return "\n".join(lines)
 

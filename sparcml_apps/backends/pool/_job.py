@@ -145,8 +145,11 @@ class Job:
             raise self._launch_failed(launch.args[0]) from None
         self.busy = False
         stamp("fitted")
-        caught = dict.fromkeys(w for rank in sorted(self.ended) for w in self.ended[rank][0])
-        return self.ended[0][1][1], list(caught)
+        # the fitted state is the caller's alone: a model it drops is freed then, not at
+        # the start of the next fit
+        ended, self.ended = self.ended, {}
+        caught = dict.fromkeys(w for rank in sorted(ended) for w in ended[rank][0])
+        return ended[0][1][1], list(caught)
 
     def _step(self, stamp=None):
         for key, _ in self.selector.select(limits.POLL_SECONDS):
