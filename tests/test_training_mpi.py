@@ -108,7 +108,7 @@ def test_listing_the_touched_weights_changes_nothing(fitted):
 
 
 def test_every_fit_ends_with_each_copy_the_agreed_model_and_keeps_no_second(fitted):
-    # what lets a fitted state drop the agreed model (``Weights.settled``): the next fit
+    # what lets a fitted state drop the agreed model (``Weights.drop_agreed``): the next fit
     # copies it again from the weights
     *_, saved = fitted
-    assert [bool(saved[f"settled_{n}"]) for n in range(len(CONFIGS))] == [True] * len(CONFIGS)
+    assert [bool(saved[f"agreed_at_end_{n}"]) for n in range(len(CONFIGS))] == [True] * len(CONFIGS)

@@ -177,7 +177,7 @@ def run(plan, comm, *, failing=None):
             failing(exc)
         collectives.check(exc, comm)
     coef, intercept = weights.model(comm, average=setup.average, agree=True)
-    weights.settled()
+    weights.drop_agreed()
     resumed_from = None if resumed_from is None else str(resumed_from)
     coef, intercept = coef.astype(X.dtype, copy=False), intercept.astype(X.dtype, copy=False)
     return Trained(weights, coef, intercept, history, resumed_from)

@@ -98,8 +98,8 @@ EMPTY = np.empty(0)  # stands for a state array the options do not need
 class Weights:
     """The model as training holds it: ``w = wscale * v``, with averaging and L1 state;
     with several ranks also the model as they last agreed on it, while they train
-    (:meth:`settled`). With averaging, ``v`` and ``offsets`` are the two columns of one
-    array (:meth:`prepare`), and pickle as it."""
+    (:meth:`drop_agreed`). With averaging, ``v`` and ``offsets`` are the two columns of
+    one array (:meth:`prepare`), and pickle as it."""
 
     v: np.ndarray
     intercept: np.ndarray
@@ -144,7 +144,7 @@ class Weights:
             fields.update(v=pairs[:, 0], offsets=pairs[:, 1])
         self.__dict__.update(fields)
 
-    def settled(self):
+    def drop_agreed(self):
         """Forget the agreed model once training ends, an exchange having ended its last
         epoch: every rank's copy is that model then, and :meth:`prepare` copies it again
         for the next fit (a fitted model holds one copy of its weights less)."""

@@ -24,20 +24,20 @@ X = sp.csr_matrix((data["data"], data["indices"], data["indptr"]), shape=tuple(d
 bounds = [int(b) for b in bounds.split(",")]
 mine = slice(bounds[comm.rank], bounds[comm.rank + 1])
 saved = {}
-settles = []
-settled = Weights.settled
+agreed_at_end = []
+drop_agreed = Weights.drop_agreed
 
 
 def recording(weights):
-    """:meth:`Weights.settled`, noting whether the copy is the agreed model."""
-    settles.append(
+    """:meth:`Weights.drop_agreed`, noting whether the copy is the agreed model."""
+    agreed_at_end.append(
         np.array_equal(weights.v, weights.agreed)
         and np.array_equal(weights.intercept, weights.agreed_intercept)
     )
-    settled(weights)
+    drop_agreed(weights)
 
 
-Weights.settled = recording
+Weights.drop_agreed = recording
 for number, options in enumerate(ast.literal_eval(configs)):
     options = dict(options)
     regressor = options.pop("regressor", False)
@@ -51,9 +51,9 @@ for number, options in enumerate(ast.literal_eval(configs)):
         print(f"rank {comm.rank}: options {number}: the model differs from rank 0's", flush=True)
         sys.exit(1)
     kept = model._weights.agreed.size + model._weights.agreed_intercept.size
-    settles_everywhere = all(comm.allgather(len(settles) == number + 1 and settles[-1]))
+    everywhere = all(comm.allgather(len(agreed_at_end) == number + 1 and agreed_at_end[-1]))
     if comm.rank == 0:
-        saved[f"settled_{number}"] = settles_everywhere and kept == 0
+        saved[f"agreed_at_end_{number}"] = everywhere and kept == 0
         saved[f"coef_{number}"], saved[f"intercept_{number}"] = model.coef_, model.intercept_
         saved[f"exchanges_{number}"] = [record["exchanges"] for record in model.comm_stats_]
         saved[f"bytes_{number}"] = sum(r["allreduce_bytes_sent"] for r in model.comm_stats_)
