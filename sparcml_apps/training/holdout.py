@@ -124,7 +124,8 @@ class HeldOut:
                 held[columns] = True
         columns = np.flatnonzero(held)
         # this rank's rows over those columns only
-        position = np.cumsum(held) - 1
+        position = np.cumsum(held, dtype=X.indices.dtype)  # one array, of the indices' size
+        position -= 1
         self.X = X.__class__(
             (X.data, position[X.indices], X.indptr), shape=(X.shape[0], columns.size)
         )
