@@ -181,7 +181,7 @@ class Weights:
         starting = setup.average and self.offsets.size == 0
         if starting:
             self.average_intercept = np.zeros_like(self.intercept)
-        if starting or (self.offsets.size and not np.may_share_memory(self.v, self.offsets)):
+        if starting or (self.offsets.size and _pairs_of(self.v, self.offsets) is None):
             # a weight and its offset side by side: the two writes of a step to a weight
             # fall in one cache line, and a step of an averaging fit reads one line less
             pairs = np.empty((self.v.size, 2))
@@ -239,8 +239,7 @@ def _pairs_of(v, offsets):
         return None
     if v.strides != (2 * step,) or offsets.strides != (2 * step,):
         return None
-    at = v.__array_interface__["data"][0]
-    if offsets.__array_interface__["data"][0] != at + step:
+    if offsets.ctypes.data != v.ctypes.data + step:
         return None
     return np.lib.stride_tricks.as_strided(v, (v.size, 2), (2 * step, step))
 
