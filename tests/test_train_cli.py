@@ -117,6 +117,14 @@ def test_dask_in_one_mpiexec_job(tmp_path):
     assert "test accuracy" in result.stdout[1]
 
 
+def test_a_rank_slower_to_set_up_does_not_count_in_the_training_seconds(tmp_path):
+    # the ranks meet after the rows load, and the fit's clock starts there
+    result = run_mpi("cli_slow_setup.py", 2, "3", "train", *SMALL, *outputs(tmp_path), timeout=120)
+    assert "Traceback" not in result.report()
+    _, metrics = load(tmp_path)
+    assert metrics["train_seconds"] < 2, result.report()  # not the 3 s rank 1 took longer
+
+
 @needs_a9a
 def test_dask_reports_a_malformed_chunk_and_the_job_ends(tmp_path):
     broken, line = broken_copy(tmp_path, 3000)

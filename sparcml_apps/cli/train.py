@@ -303,6 +303,10 @@ def run_spmd(options):
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     train, test = sources(options)
+    progress = Progress(test)
+    # made before the rows load (it imports scikit-learn, which takes each rank a
+    # different time), so that the check after the load starts the ranks' fit together
+    model = estimator(options, progress).set_params(comm=comm)
     error = None
     begin = time.perf_counter()
     try:
@@ -311,8 +315,6 @@ def run_spmd(options):
         error = exc
     loaded = time.perf_counter() - begin
     collectives.check(error, comm)
-    progress = Progress(test)
-    model = estimator(options, progress).set_params(comm=comm)
     if rank == 0:
         print(f"sparcml train: {train.name()} on {size} MPI rank(s)", flush=True)
         print_header()
