@@ -19,15 +19,16 @@ LOSSES = ("hinge", "log_loss")
 
 
 def fits(nprocs, losses, *sets):
-    """{(data, loss): [(epochs, accuracy) a seed]} of the fits on ``nprocs`` ranks."""
+    """{(data, loss): [(epochs, accuracy) a seed]} of the fits on ``nprocs`` ranks, and
+    {(data, loss): [(steps an epoch, each epoch's local steps) a seed]}."""
     done = run_mpi("fit_stops.py", nprocs, ",".join(losses), *sets, timeout=600)
-    out = {}
+    out, periods = {}, {}
     for line in done.stdout[0].splitlines():
         record = json.loads(line)
-        out.setdefault((record["data"], record["loss"]), []).append(
-            (record["epochs"], record["accuracy"])
-        )
-    return out
+        key = record["data"], record["loss"]
+        out.setdefault(key, []).append((record["epochs"], record["accuracy"]))
+        periods.setdefault(key, []).append((record["steps"], record["periods"]))
+    return out, periods
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +39,35 @@ def a9a_fits():
 
 @pytest.fixture(scope="module")
 def url_like_fits():
-    return {nprocs: fits(nprocs, ["log_loss"], "url-like") for nprocs in (1, 2)}
+    return {nprocs: fits(nprocs, ["log_loss"], "url-like")[0] for nprocs in (1, 2)}
 
 
 @needs_a9a
 @pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize("nprocs", [2, 4])
 def test_a9a_stops_within_an_epoch_of_one_rank_and_as_accurate(a9a_fits, loss, nprocs):
-    one, many = a9a_fits[1][("a9a", loss)], a9a_fits[nprocs][("a9a", loss)]
+    one, many = a9a_fits[1][0][("a9a", loss)], a9a_fits[nprocs][0][("a9a", loss)]
     for (epochs_one, accuracy_one), (epochs, accuracy) in zip(one, many, strict=True):
         assert abs(epochs - epochs_one) <= 1, (one, many)
         assert abs(accuracy - accuracy_one) <= 0.003, (one, many)
+
+
+@needs_a9a
+@pytest.mark.parametrize("loss", LOSSES)
+def test_a9a_on_four_ranks_exchanges_less_often_from_the_third_epoch(a9a_fits, loss):
+    from sparcml_apps.training import exchange
+
+    for steps, periods in a9a_fits[4][1][("a9a", loss)]:
+        first = periods[0]
+        # at least an exchange for every pair of ranks in the first epoch, and the second
+        assert -(-steps // first) >= exchange.least_exchanges(4) and periods[1] == first
+        # then fewer as the rate falls: the k-th epoch about k - 1 times fewer (a little
+        # less: t0 of the "optimal" rate against an epoch of steps), evened out
+        assert periods == sorted(periods) and all(p <= steps for p in periods)
+        exchanges = [-(-steps // p) for p in periods]
+        assert exchanges[2] < exchanges[0], (steps, periods)
+        for k, n in enumerate(exchanges[2:], 3):
+            assert n <= -(-steps // int(0.75 * (k - 1) * first)), (k, steps, periods)
 
 
 def test_url_like_rows_stop_within_an_epoch_of_one_rank_on_the_mean(url_like_fits):

@@ -112,3 +112,32 @@ def test_an_epoch_takes_the_least_exchanges_however_dear(nprocs):
     cheap = costs_of(nprocs, {"alpha": 0.0, "beta": 0.0, "gamma": 0.0}, n_weights=1_000)
     found = exchange.auto_period(cheap, np.minimum(columns, 1_000), nonzeros, steps)
     assert found == min(period, 250)
+
+
+@pytest.mark.parametrize(
+    "schedule, power_t, ratio",
+    [  # the rate at the end of the first epoch over the rate at the start of the k-th
+        ("optimal", 0.0, lambda k: (500 + (k - 1) * 2_000) / (500 + 2_000)),  # t0 = 500
+        ("invscaling", 0.5, lambda k: (k - 1) ** 0.5),
+        ("constant", 0.0, lambda k: 1.0),
+        ("adaptive", 0.0, lambda k: 1.0),
+        ("invscaling", -0.5, lambda k: 1.0),  # a rate that grows: as the first epoch
+    ],
+)
+def test_later_epochs_exchange_less_often_as_the_rate_falls(schedule, power_t, ratio):
+    from sparcml_apps.training import kernels
+
+    params = np.zeros(kernels.N_PARAMS)
+    params[kernels.SCHEDULE] = kernels.SCHEDULES[schedule]
+    params[[kernels.ETA0, kernels.POWER_T, kernels.ALPHA, kernels.T0]] = 0.1, power_t, 1e-4, 500
+    steps, first = 2_000, 32
+    periods = [exchange.epoch_period(first, steps, k, params) for k in range(1, 9)]
+    assert periods[:2] == [first, first]  # the first epoch as planned, the second alike
+    for k, period in enumerate(periods, 1):
+        longer = max(first, int(first * ratio(k)))
+        exchanges = -(-steps // longer)  # as few as the rate allows, evened out
+        assert period == -(-steps // exchanges) and -(-steps // period) == exchanges
+    assert periods == sorted(periods) and (periods[-1] > first) == (ratio(8) >= 2)
+    # no period past the epoch, nor any change where the first takes the whole epoch
+    assert exchange.epoch_period(first, 40, 50, params) <= 40
+    assert exchange.epoch_period(steps, steps, 8, params) == steps

@@ -85,11 +85,11 @@ def sparcml_curve(comm, train, test, seed, loss, epochs, alone=False):
         model.fit(*train)
     if alone:
         return {"points": points}
-    last = model.comm_stats_[-1]
+    first, last = model.comm_stats_[0], model.comm_stats_[-1]
     return {
         "points": points,
-        "local_steps": last["local_steps"],
-        "exchanges_per_epoch": last["exchanges"],
+        "local_steps": first["local_steps"],  # later epochs' are longer (epoch_period)
+        "exchanges_per_epoch": float(np.mean([r["exchanges"] for r in model.comm_stats_])),
         "step_entries": _sum(comm, [last["step_entries"] or 0])[0] / comm.Get_size(),
     }
 

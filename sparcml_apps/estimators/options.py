@@ -186,7 +186,8 @@ OPTIONS = (
         "Steps each rank takes between exchanges. 'auto': the shortest period whose "
         "exchange the cost model (:func:`collectives.cost_constants`) expects to take at "
         "most a tenth of the steps' time, from how the columns of the rows grow, and short "
-        "enough for an exchange an epoch for every pair of ranks.",
+        "enough for a first epoch of an exchange for every pair of ranks; later epochs "
+        "exchange less often as the learning rate falls.",
         setup="local_steps",
     ),
     Option(

@@ -3,7 +3,8 @@
 Arguments: the losses (comma-separated), then data sets, each ``url-like`` (seeded
 generated rows, the last 10,000 for testing) or ``TRAIN,TEST`` (LIBSVM files, e.g.
 ``a9a,a9a.t``). For each data set, loss and seed (0, 1, 2), rank 0 prints the epochs the
-fit ran (``n_iter_``) and its accuracy on the test rows, which every rank holds whole.
+fit ran (``n_iter_``), its accuracy on the test rows, which every rank holds whole, the
+steps of an epoch and each epoch's local steps between exchanges.
 """
 
 import json
@@ -44,5 +45,6 @@ for spec in sets:
             if comm.rank == 0:
                 name = Path(spec.split(",")[0]).name
                 record = dict(data=name, loss=loss, seed=seed, epochs=model.n_iter_,
-                              accuracy=accuracy)  # fmt: skip
+                              accuracy=accuracy, steps=model.comm_stats_[0]["steps"],
+                              periods=[r["local_steps"] for r in model.comm_stats_])  # fmt: skip
                 print(json.dumps(record), flush=True)
