@@ -76,6 +76,7 @@ class Exchange:
         self.params = setup.params()
         self.index_dtype = np.uint32 if setup.size < 2**32 else np.uint64
         self.listing = weights.listing  # find the changes from a list of touched weights
+        self.period = weights.period  # this epoch's local steps (begin_epoch)
         n_weights = setup.n_out * setup.n_features
         # the changes written dense (the sum is expected dense), summed in place
         self.dense = np.empty(setup.size if weights.dense else 0, setup.value_dtype)
