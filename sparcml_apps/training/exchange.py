@@ -477,8 +477,14 @@ def auto_period(costs, columns, nonzeros, steps):
         cheap = exchange <= EXCHANGE_SHARE * costs.steps(int(nonzeros[i]))
         fewer = -(-steps // min(2 << i, steps)) < least  # (the next period's exchanges)
         if cheap or fewer or period_steps == steps:
-            return -(-steps // -(-steps // period_steps))
+            return _evened(period_steps, steps)
     return steps
+
+
+def _evened(period, steps):
+    """The period of as many exchanges in an epoch of ``steps`` steps as ``period`` gives,
+    spread evenly over the epoch."""
+    return -(-steps // -(-steps // period))
 
 
 def least_exchanges(nprocs):
@@ -520,7 +526,4 @@ def epoch_period(period, steps, epoch, params):
     if not rates[1] > 0:  # a rate that grows or vanishes: as the first epoch
         return period
     longer = int(period * min(rates[0] / rates[1], steps))
-    if longer <= period:
-        return period
-    exchanges = -(-steps // longer)
-    return -(-steps // exchanges)
+    return period if longer <= period else _evened(longer, steps)

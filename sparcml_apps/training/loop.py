@@ -64,7 +64,6 @@ class _Epochs:
         self.exchanging = nprocs > 1 or setup.compression is not None
         weights.prepare(setup, self.exchanging)
         self.exchange = None
-        self.period = 0  # this epoch's local steps between exchanges (0: none)
         self.windows = self.window_steps = self.edges = None
         self.report = setup.progress if comm.Get_rank() == 0 else None  # rank 0 reports
 
@@ -93,13 +92,13 @@ class _Epochs:
             )
         if self.exchange is None:
             self.exchange = exchange.make(setup, w, self.comm)
-        self.period = w.period
+        period = w.period
         if setup.local_steps == "auto":
-            self.period = exchange.epoch_period(w.period, self.steps, w.epochs, self.params)
-        self.exchange.begin_epoch(self.period, progress.exchange)
+            period = exchange.epoch_period(w.period, self.steps, w.epochs, self.params)
+        self.exchange.begin_epoch(period, progress.exchange)
         batch = setup.batch_size
         while first < self.steps:
-            stop = min(first + self.period, self.steps)
+            stop = min(first + period, self.steps)
             if self.exchange.listing:
                 rows = order[min(first * batch, order.size) : min(stop * batch, order.size)]
                 nnz = int(self.X.indptr[rows + 1].sum() - self.X.indptr[rows].sum())
@@ -316,7 +315,7 @@ def train(
             steps=epochs.steps,
             rows=int(epochs.counts.sum()),
             exchanges=strategy.calls if strategy else 0,
-            local_steps=epochs.period,
+            local_steps=strategy.period if strategy else 0,
             stats=stats,
             dense_bytes=strategy.dense_bytes if strategy else 0,
             validation_score=(holdout.score(sums[3:], setup) if validation is not None else None),
