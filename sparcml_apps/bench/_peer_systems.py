@@ -276,13 +276,13 @@ class SGD(_Estimator):
 
 
 class SparcmlJobs(_Estimator):
-    """``SparseSGDClassifier(n_jobs=2)`` in this process, as a notebook user runs it: its
-    pool of two workers starts with the system (a first small fit), and every fit after
-    uses it."""
+    """``SparseSGDClassifier(n_jobs=2)`` in this process, as a notebook user runs it: the
+    rows read by sparcml's reader (``load_svmlight``), the pool of two workers started
+    with the system (a first small fit) and used by every fit after."""
 
     name = "sparcml, n_jobs=2"
     distribution, budget = "sparcml", "max_iter"
-    imports = ("sparcml_apps.estimators", "sklearn.datasets")
+    imports = ("sparcml_apps.estimators", "sparcml_apps.datasets")
     candidates = ({"batch_size": 64}, {"alpha": 1e-5}, {"alpha": 1e-5, "batch_size": 64})
     fixed = {"loss": "log_loss", "random_state": 0, "n_jobs": 2}
 
@@ -298,6 +298,11 @@ class SparcmlJobs(_Estimator):
         from sparcml_apps import jobs
 
         jobs.close()
+
+    def load(self, train, test, n_features):
+        from sparcml_apps.datasets import load_svmlight
+
+        return [part for path in (train, test) for part in load_svmlight(path, n_features)]
 
     def make(self, setting):
         from sparcml_apps import SparseSGDClassifier
