@@ -216,6 +216,26 @@ def test_scaling(tmp_path):
     assert (tmp_path / "epochs-url-like-dense.png").stat().st_size > 10_000
 
 
+@pytest.mark.parametrize(
+    ("span", "labels"),
+    [
+        ((0.15, 3.0), ["0.2", "0.5", "1", "2"]),  # under 2.5 decades: 1, 2 and 5 times
+        ((3.0, 30_000.0), ["10", "100", "1000", "10000"]),  # wider: the powers of ten
+    ],
+)
+def test_a_log_axis_of_seconds_is_labelled_in_plain_numbers_that_do_not_overlap(span, labels):
+    from sparcml_apps.bench import plots
+
+    fig, ax = plots._pyplot().subplots()
+    ax.plot(span, (0, 1))
+    plots._log_x(ax)
+    fig.canvas.draw()
+    low, high = ax.get_xlim()
+    shown = [t.get_text() for t in ax.get_xticklabels() if low <= t.get_position()[0] <= high]
+    assert shown == labels
+    assert not any(t.get_text() for t in ax.xaxis.get_minorticklabels())
+
+
 CELLS = [("sparcml", 1), ("scikit-learn", 1), ("sparcml", 2), ("alone", 2)]
 
 

@@ -20,6 +20,26 @@ def _save(fig, path, rect=(0, 0, 1, 1)):
     fig.clf()
 
 
+def _log_x(ax):
+    """Make the x axis of the lines drawn logarithmic, labelled in plain numbers at each
+    power of ten, and at 2 and 5 times each where the lines span under 2.5 decades
+    (matplotlib's own labels of the minor ticks overlap there); under half a decade,
+    matplotlib's labels."""
+    import math
+
+    from matplotlib import ticker
+
+    ax.set_xscale("log")
+    low, high = ax.get_xlim()
+    decades = math.log10(high / low)
+    if decades < 0.5:
+        return
+    subs = (1.0, 2.0, 5.0) if decades < 2.5 else (1.0,)
+    ax.xaxis.set_major_locator(ticker.LogLocator(subs=subs))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+
+
 def projection(records, path):
     """Predicted step time against P, one panel a dataset, one line an algorithm."""
     plt = _pyplot()
@@ -80,8 +100,7 @@ def curves(records, path, title):
             if sent[-1] > 0:
                 axes[row, 1].plot(sent, values, **style)
     for ax in axes.flat:
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        _log_x(ax)
         ax.grid(True, which="both", alpha=0.3)
     axes[0, 0].set_ylabel("test loss")
     axes[1, 0].set_ylabel("test accuracy")
@@ -178,7 +197,7 @@ def peers(records, path, title):
             axes[1].plot([s + before for s in seconds], accuracy, **style)
     for ax in axes:
         ax.axhline(target, color="black", linestyle=":", linewidth=1)
-        ax.set_xscale("log")
+        _log_x(ax)
         ax.set_ylim(max(lowest, target - 0.1) - 0.005, None)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("test accuracy")
@@ -186,7 +205,7 @@ def peers(records, path, title):
     axes[1].set_xlabel("seconds from start (start, load and training)")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=7)
     fig.suptitle(f"{title}: test accuracy against time (target dotted)")
-    _save(fig, path, rect=(0, 0.14, 1, 1))
+    _save(fig, path, rect=(0, 0.17, 1, 1))
 
 
 def scaling(summary, path, title):
@@ -200,7 +219,7 @@ def scaling(summary, path, title):
         curve = s["curve"]
         ax.plot(curve["seconds"], curve["accuracy"], style, marker="o", markersize=3, label=label)
     ax.axhline(summary[0]["target"], color="black", linestyle=":", linewidth=1)
-    ax.set_xscale("log")
+    _log_x(ax)
     ax.set_xlabel("training seconds (mean over seeds)")
     ax.set_ylabel("test accuracy (mean over seeds)")
     ax.grid(True, which="both", alpha=0.3)
