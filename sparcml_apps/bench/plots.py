@@ -1,5 +1,6 @@
 """The benchmarks' figures (matplotlib, PNG), each drawn from a benchmark's records."""
 
+import math
 from pathlib import Path
 
 
@@ -25,8 +26,6 @@ def _log_x(ax):
     power of ten, and at 2 and 5 times each where the lines span under 2.5 decades
     (matplotlib's own labels of the minor ticks overlap there); under half a decade,
     matplotlib's labels."""
-    import math
-
     from matplotlib import ticker
 
     ax.set_xscale("log")
