@@ -6,9 +6,9 @@ Each returns the sum: a :class:`SparseVector`, or a dense ndarray where it becam
 import numpy as np
 from mpi4py import MPI
 
-from . import thresholds
+from . import cost_model, thresholds
 from ._codec import EXACT
-from ._kernels import accumulate, merge_add, merge_runs
+from ._kernels import accumulate, from_bitmap, merge_add, merge_runs, to_bitmap
 from ._vector import SparseVector
 from ._wire import displacements
 from .cost_model import ALGORITHMS
@@ -24,15 +24,39 @@ def split_bounds(size, nprocs):
     return np.arange(nprocs + 1, dtype=np.int64) * size // nprocs
 
 
-def _start_send(wire, indices, values, dest, codec, key):
-    """Start sending a sparse vector; the requests and the values as the receiver gets them."""
+def _index_message(wire, indices, lo, hi):
+    """The message that carries the sorted ``indices`` of ``[lo, hi)``: the list, or its
+    bitmap where :func:`.cost_model.sends_bitmap` says so (which then has fewer items)."""
+    if not cost_model.sends_bitmap(indices.size, hi - lo, indices.itemsize, wire.beta):
+        return indices
+    words = np.empty(cost_model.bitmap_words(hi - lo, indices.itemsize), indices.dtype)
+    to_bitmap(indices, lo, words)
+    return words
+
+
+def _indices(message, n_values, lo):
+    """The indices an index message carries for ``n_values`` values from ``lo``: the
+    message itself where it lists them (or is empty: a dense block), else its bitmap's."""
+    if message.size in (n_values, 0):
+        return message
+    indices = np.empty(n_values, message.dtype)
+    from_bitmap(message, lo, indices)
+    return indices
+
+
+def _start_send(wire, vec, indices, values, dest, codec, key):
+    """Start sending a sparse vector as long as ``vec``; the requests and the values as
+    the receiver gets them."""
     message = codec.encode(values, key)
-    sends = [wire.isend(indices, dest, _INDICES), wire.isend(message, dest, _VALUES)]
+    sends = [
+        wire.isend(_index_message(wire, indices, 0, vec.size), dest, _INDICES),
+        wire.isend(message, dest, _VALUES),
+    ]
     return sends, codec.decode(message, values.dtype)
 
 
-def _send(wire, indices, values, dest, codec, key):
-    sends, values = _start_send(wire, indices, values, dest, codec, key)
+def _send(wire, vec, indices, values, dest, codec, key):
+    sends, values = _start_send(wire, vec, indices, values, dest, codec, key)
     yield sends
     return values
 
@@ -49,7 +73,8 @@ def _receive(wire, source, like, codec, sends=()):
         wire.irecv_probed(probes[0], indices),
         wire.irecv_probed(probes[1], message),
     ]
-    return indices, codec.decode(message, like.values.dtype)
+    values = codec.decode(message, like.values.dtype)
+    return _indices(indices, values.size, 0), values
 
 
 def recursive_double(wire, vec):
@@ -65,7 +90,7 @@ def recursive_double(wire, vec):
     extra = nprocs - main
     folded = rank < 2 * extra
     if folded and rank % 2 == 0:
-        yield from _send(wire, indices, values, rank + 1, wire.codec, (0, rank))
+        yield from _send(wire, vec, indices, values, rank + 1, wire.codec, (0, rank))
         indices, values = yield from _receive(wire, rank + 1, vec, EXACT)
         return SparseVector(indices, values, vec.size, check=False)
     if folded:
@@ -78,12 +103,12 @@ def recursive_double(wire, vec):
         partner = 2 * vpartner + 1 if vpartner < extra else vpartner + extra
         # the ranks vrank // mask * mask ... + mask - 1 hold this same partial sum
         key = (mask, vrank // mask)
-        sends, values = _start_send(wire, indices, values, partner, wire.codec, key)
+        sends, values = _start_send(wire, vec, indices, values, partner, wire.codec, key)
         got = yield from _receive(wire, partner, vec, wire.codec, sends)
         indices, values = merge_add(indices, values, *got)
         mask <<= 1
     if folded:
-        yield from _send(wire, indices, values, rank - 1, EXACT, ())
+        yield from _send(wire, vec, indices, values, rank - 1, EXACT, ())
     if indices is vec.indices:
         indices, values = indices.copy(), values.copy()
     return SparseVector(indices, values, vec.size, check=False)
@@ -111,9 +136,10 @@ def _reduce_range(runs_indices, runs_values, counts, lo, hi, dynamic):
     return indices, values
 
 
-def _swap_with_all(wire, outgoing, like, tag):
-    """Send ``outgoing[p] = (indices, values)`` to every other rank ``p`` and receive
-    theirs: direct messages, all in flight at once, sizes learnt by probing.
+def _swap_with_all(wire, outgoing, ranges, lows, like, tag):
+    """Send ``outgoing[p] = (indices, values)``, sorted indices of the index range
+    ``ranges[p] = (lo, hi)``, to every other rank ``p`` and receive theirs, whose indices
+    start at ``lows[p]``: direct messages, all in flight at once, sizes learnt by probing.
 
     Returns the blocks of all ranks (this rank's own included, as the others decode it)
     concatenated in rank order, and each block's number of indices and of values.
@@ -124,14 +150,18 @@ def _swap_with_all(wire, outgoing, like, tag):
     for _, values in outgoing:
         if id(values) not in encoded:
             encoded[id(values)] = wire.codec.encode(values, (tag, rank))
-    outgoing = [(indices, encoded[id(values)]) for indices, values in outgoing]
     message_dtype = wire.codec.dtype(like.values.dtype)
     requests = []
     for peer in peers:
         indices, values = outgoing[peer]
-        requests += [wire.isend(indices, peer, tag), wire.isend(values, peer, tag + 1)]
+        if id(indices) not in encoded:
+            encoded[id(indices)] = _index_message(wire, indices, *ranges[peer])
+        requests += [
+            wire.isend(encoded[id(indices)], peer, tag),
+            wire.isend(encoded[id(values)], peer, tag + 1),
+        ]
     counts = np.zeros((nprocs, 2), np.int64)
-    counts[rank] = outgoing[rank][0].size, outgoing[rank][1].size
+    counts[rank] = outgoing[rank][0].size, encoded[id(outgoing[rank][1])].size
     probes = {}
     for peer in peers:
         probes[peer] = (wire.probe(peer, tag), wire.probe(peer, tag + 1))
@@ -159,10 +189,15 @@ def _swap_with_all(wire, outgoing, like, tag):
         ]
     own_indices, own_values = block(rank)
     own_indices[:] = outgoing[rank][0]
-    own_values[:] = outgoing[rank][1]
+    own_values[:] = encoded[id(outgoing[rank][1])]
     yield requests
     all_values, counts[:, 1] = wire.codec.decode_blocks(all_values, counts[:, 1], like.values.dtype)
-    return all_indices, all_values, counts
+    if not np.any((counts[:, 0] != counts[:, 1]) & (counts[:, 0] != 0)):
+        return all_indices, all_values, counts
+    # some blocks came as bitmaps: their indices, in place of the bitmaps
+    blocks = [_indices(block(owner)[0], counts[owner, 1], lows[owner]) for owner in range(nprocs)]
+    counts[:, 0] = [indices.size for indices in blocks]
+    return np.concatenate(blocks), all_values, counts
 
 
 def split_allgather(wire, vec, dynamic=False):
@@ -180,13 +215,16 @@ def split_allgather(wire, vec, dynamic=False):
         (vec.indices[cuts[p] : cuts[p + 1]], vec.values[cuts[p] : cuts[p + 1]])
         for p in range(nprocs)
     ]
-    runs_indices, runs_values, counts = yield from _swap_with_all(wire, slices, vec, _RANGES)
     lo, hi = bounds[rank], bounds[rank + 1]
+    ranges = list(zip(bounds[:-1], bounds[1:], strict=True))
+    runs_indices, runs_values, counts = yield from _swap_with_all(
+        wire, slices, ranges, [lo] * nprocs, vec, _RANGES
+    )
     indices, values = _reduce_range(runs_indices, runs_values, counts[:, 0], lo, hi, dynamic)
     if indices is None:
         indices = runs_indices[:0]
     all_indices, all_values, counts = yield from _swap_with_all(
-        wire, [(indices, values)] * nprocs, vec, _REDUCED
+        wire, [(indices, values)] * nprocs, [(lo, hi)] * nprocs, bounds[:-1], vec, _REDUCED
     )
     dense_blocks = counts[:, 0] != counts[:, 1]
     if not dense_blocks.any():

@@ -59,7 +59,14 @@ class _Channel:
         self.calls += 1
         if blocking is None:
             blocking = not self.naps()
-        return Wire(self.comm, blocking=blocking, sequence=self.calls - 1, codec=codec)
+        beta = self.calibrated[cost_model.NAMES.index("beta")]
+        return Wire(
+            self.comm,
+            blocking=blocking,
+            sequence=self.calls - 1,
+            codec=codec,
+            beta=None if beta != beta else beta,  # NaN: none stored
+        )
 
     def queued(self):
         """Whether a call made now must queue behind non-blocking ones."""

@@ -1,7 +1,9 @@
-"""Compiled kernels of the sparse collectives: merge-adds of sorted index lists."""
+"""Compiled kernels of the sparse collectives: merge-adds of sorted index lists, and the
+bitmaps that carry dense enough index lists."""
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 
 @njit(cache=True, nogil=True)
@@ -94,3 +96,32 @@ def accumulate(idx, val, lo, out):
     """Add ``val`` into ``out`` at ``idx - lo``."""
     for t in range(idx.size):
         out[idx[t] - lo] += val[t]
+
+
+@njit(cache=True, nogil=True)
+def to_bitmap(indices, lo, words):
+    """Fill ``words`` with the bitmap of ``indices`` from ``lo``: bit ``b`` of word ``w``
+    is set where ``lo + w * bits + b`` is an index, ``bits`` a word's width."""
+    bits = np.uint64(words.itemsize * 8)
+    one = np.uint64(1)
+    words[:] = 0
+    for t in range(indices.size):
+        at = np.uint64(indices[t]) - np.uint64(lo)
+        words[at // bits] |= words.dtype.type(one << (at % bits))
+
+
+@njit(cache=True, nogil=True)
+def from_bitmap(words, lo, out):
+    """Write the indices that ``words`` marks (see :func:`to_bitmap`) into ``out`` in
+    order; returns how many."""
+    bits = np.uint64(words.itemsize * 8)
+    one = np.uint64(1)
+    k = 0
+    for w in range(words.size):
+        x = np.uint64(words[w])
+        base = np.uint64(lo) + np.uint64(w) * bits
+        while x != 0:
+            out[k] = base + trailing_zeros(x)
+            x &= x - one
+            k += 1
+    return k

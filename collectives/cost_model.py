@@ -1,10 +1,10 @@
 """An alpha-beta cost model of the allreduce algorithms, used by ``algorithm="auto"``.
 
 A rank's time is ``alpha * messages + beta * bytes_sent + gamma * merged entries + dense_gamma
-* dense elements touched``. Supports are taken as uniformly random: the union of ``m``
-vectors of ``k`` nonzeros out of ``n`` holds ``n (1 - (1 - k/n)**m)`` entries, an upper bound
-for the skewed supports of real gradients. The constants are module attributes; assign
-measured ones (or pass them) to fit a machine.
+* dense elements touched + BITMAP_GAMMA * entries sent as bitmaps``. Supports are taken as
+uniformly random: the union of ``m`` vectors of ``k`` nonzeros out of ``n`` holds
+``n (1 - (1 - k/n)**m)`` entries, an upper bound for the skewed supports of real gradients.
+The constants are module attributes; assign measured ones (or pass them) to fit a machine.
 
 :func:`collectives.calibrate` measures the constants on a communicator and
 :func:`store` keeps them in a JSON file (:func:`calibration_path`), one record per number
@@ -30,6 +30,8 @@ GAMMA = 4e-9
 """Seconds per entry of a merge-add of sorted index lists."""
 DENSE_GAMMA = 5e-10
 """Seconds per element of dense work (zero fill, elementwise sum)."""
+BITMAP_GAMMA = 3e-9
+"""Seconds per entry to write a sorted index list as a bitmap and to read it back."""
 
 ALGORITHMS = ("ssar_recursive_double", "ssar_split_allgather", "dsar_split_allgather", "dense")
 """The allreduce algorithms by name (``collectives.ALGORITHMS``): those the model
@@ -102,6 +104,71 @@ def expected_union(size, nnz, count):
     return size * (1.0 - (1.0 - min(nnz, size) / size) ** count)
 
 
+def bitmap_words(length, index_itemsize):
+    """The words of a bitmap of ``length`` bits, a word as wide as an index.
+
+    Parameters
+    ----------
+    length : int or float
+        The bits: the length of the index range it marks.
+    index_itemsize : int
+        The bytes of an index and of a word: 4 or 8.
+
+    Returns
+    -------
+    int or float
+        The words, rounded up.
+
+    Examples
+    --------
+    >>> from collectives.cost_model import bitmap_words
+    >>> bitmap_words(2**20, 4), bitmap_words(100, 8)
+    (32768, 2)
+    """
+    return -(-length // (8 * index_itemsize))
+
+
+def sends_bitmap(nnz, length, index_itemsize, beta=None):
+    """Whether ``nnz`` sorted indices of a range of ``length`` travel as a bitmap.
+
+    As :data:`thresholds.BITMAP` says: never with ``"list"``; with ``"bitmap"`` wherever the
+    bitmap has fewer words than the list; with ``"auto"`` where, besides, the bytes it
+    saves take longer to send (``beta`` a byte) than :data:`BITMAP_GAMMA` an entry.
+
+    Parameters
+    ----------
+    nnz : float
+        The indices (an expectation may be fractional).
+    length : int
+        The length of the index range they lie in.
+    index_itemsize : int
+        The bytes of an index (and of a word of the bitmap): 4 or 8.
+    beta : float, optional
+        Seconds a byte; None (the default) takes :data:`BETA`.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from collectives.cost_model import sends_bitmap
+    >>> sends_bitmap(300_000, 2**20, 4, beta=6e-9)  # 29% of the range over 1 Gbit/s
+    True
+    >>> sends_bitmap(300_000, 2**20, 4, beta=2e-10)  # where bytes are cheaper to copy
+    False
+    >>> sends_bitmap(30_000, 2**20, 4, beta=6e-9)  # 2.9%: the list is shorter
+    False
+    """
+    words = bitmap_words(length, index_itemsize)
+    if thresholds.BITMAP == "list" or words >= nnz:
+        return False
+    if thresholds.BITMAP == "bitmap":
+        return True
+    beta = BETA if beta is None else beta
+    return beta * index_itemsize * (nnz - words) > BITMAP_GAMMA * nnz
+
+
 def _ceil_log2(n):
     return (n - 1).bit_length()
 
@@ -123,10 +190,11 @@ def predict(
     """Predict one rank's cost of ``allreduce`` where every rank holds ``nnz`` nonzeros.
 
     The busiest rank's ``alpha * messages + beta * bytes_sent + gamma * merged entries +
-    dense_gamma * dense elements touched``, for the messages, bytes and work of the
-    algorithm and of the agreement check that every call makes first. Where the algorithm
-    takes a path by a threshold, the model takes it by the same one
-    (:mod:`collectives.thresholds`).
+    dense_gamma * dense elements touched + BITMAP_GAMMA * entries sent as bitmaps``, for
+    the messages, bytes and work of the algorithm and of the agreement check that every
+    call makes first. Where the algorithm takes a path by a threshold, the model takes it
+    by the same one (:mod:`collectives.thresholds`), and it sends an index list as a
+    bitmap where :func:`sends_bitmap` says so.
 
     Parameters
     ----------
@@ -191,23 +259,38 @@ def predict(
     messages = 2 * logp
     merged = 0.0
     touched = 0.0
+    coded = 0.0  # entries written as a bitmap and read back
+
+    def block(n, length):
+        """The bytes of a block of ``n`` entries of a range of ``length``, and its entries
+        coded as a bitmap."""
+        if sends_bitmap(n, length, index_itemsize, beta):
+            return value_itemsize * n + index_itemsize * bitmap_words(length, index_itemsize), n
+        return entry * n, 0.0
+
     if algorithm == "ssar_recursive_double":
         main = 1 << (nprocs.bit_length() - 1)
         rounds = main.bit_length() - 1
         held = [union((2**i) * nprocs / main) for i in range(rounds)]
-        sent += entry * sum(held)
+        for n in held:
+            nbytes, ncoded = block(n, size)
+            sent += nbytes
+            coded += ncoded
         merged += 2 * sum(held)
         # every round's arrays are new (the message received, the merged sum): fresh pages
         touched += 3 * sum(held) * entry / value_itemsize
         messages += 2 * rounds
         if main != nprocs:  # the folded ranks: one more exchange in and one out
-            sent += entry * union(nprocs)
+            nbytes, ncoded = block(union(nprocs), size)
+            sent += nbytes
+            coded += ncoded
             merged += 2 * nnz
             messages += 2
     elif algorithm in ("ssar_split_allgather", "dsar_split_allgather"):
         length = size / nprocs
         share = union(nprocs) / nprocs
-        piece = entry * share
+        slice_bytes, slice_coded = block(nnz / nprocs, length)
+        piece, piece_coded = block(share, length)
         # an owner receives about nnz entries for its range: summed in a dense block
         # (zeroed, added into, scanned) past ACCUMULATE_FRACTION, else merged pairwise
         if nnz > thresholds.ACCUMULATE_FRACTION * length:
@@ -218,9 +301,10 @@ def predict(
         merged += nprocs * share  # the reduced ranges gathered into one result
         if algorithm == "dsar_split_allgather":
             if share > thresholds.delta(length, value_itemsize, index_itemsize):
-                piece = value_itemsize * length
+                piece, piece_coded = value_itemsize * length, 0.0
                 touched += size
-        sent += (nprocs - 1) * (entry * nnz / nprocs + 8 + 16 + piece)
+        sent += (nprocs - 1) * (slice_bytes + 8 + 16 + piece)
+        coded += (nprocs - 1) * (slice_coded + piece_coded)
         messages += 6 * (nprocs - 1)
     elif algorithm == "dense":
         sent += 2.0 * (nprocs - 1) * size * value_itemsize / nprocs
@@ -229,8 +313,9 @@ def predict(
     else:
         raise ValueError(f"unknown algorithm {algorithm!r}")
     if nprocs == 1:
-        sent, messages = 0.0, 0
+        sent, messages, coded = 0.0, 0, 0.0
     seconds = alpha * messages + beta * sent + gamma * merged + dense_gamma * touched
+    seconds += BITMAP_GAMMA * coded
     return Prediction(seconds, sent, messages)
 
 
@@ -292,8 +377,8 @@ def choose_quickly(nprocs, size, nnz, value_itemsize=4, index_itemsize=4, calibr
     """:func:`choose` with the ``calibrated`` constants, remembered.
 
     For ``nnz`` rounded up to the next of 16 steps per doubling, and remembered (with the
-    constants and :data:`thresholds.DELTA_SCALE` in the key), as the collectives call it
-    on every ``algorithm="auto"`` call.
+    constants, :data:`thresholds.DELTA_SCALE` and :data:`thresholds.BITMAP` in the key),
+    as the collectives call it on every ``algorithm="auto"`` call.
 
     Parameters
     ----------
@@ -329,7 +414,7 @@ def choose_quickly(nprocs, size, nnz, value_itemsize=4, index_itemsize=4, calibr
         default if value is None or value != value else value
         for value, default in zip(calibrated, defaults, strict=True)
     )
-    constants = (*constants, thresholds.DELTA_SCALE)
+    constants = (*constants, thresholds.DELTA_SCALE, thresholds.BITMAP)
     return _remembered(nprocs, size, rounded, value_itemsize, index_itemsize, constants)
 
 
@@ -343,7 +428,7 @@ def _round_up(n):
 
 @functools.lru_cache(maxsize=4096)
 def _remembered(nprocs, size, nnz, value_itemsize, index_itemsize, constants):
-    alpha, beta, gamma, dense_gamma, _ = constants
+    alpha, beta, gamma, dense_gamma, *_ = constants
     return choose(
         nprocs,
         size,

@@ -6,8 +6,8 @@ the communicator alike) to make small vectors take the paths of large ones.
 Examples
 --------
 >>> from collectives import thresholds
->>> thresholds.DELTA_SCALE, thresholds.ACCUMULATE_FRACTION, thresholds.WAIT
-(1.0, 0.125, 'auto')
+>>> thresholds.DELTA_SCALE, thresholds.ACCUMULATE_FRACTION, thresholds.BITMAP, thresholds.WAIT
+(1.0, 0.125, 'auto', 'auto')
 """
 
 DELTA_SCALE = 1.0
@@ -18,6 +18,15 @@ itemsize(value))`` is the count at which the sparse form takes as many bytes as 
 ACCUMULATE_FRACTION = 0.125
 """When the entries a rank receives for its index range exceed this fraction of the range's
 length, it sums them into a dense buffer instead of merging them as sorted lists."""
+
+
+BITMAP = "auto"
+"""How the sorted indices of a sparse block travel: ``"list"`` (as they are), ``"bitmap"``
+(as a bitmap of the block's index range, one bit an index, wherever that takes fewer bytes
+than the list), or ``"auto"``: as a bitmap where it takes fewer bytes and the bytes it
+saves take longer to send than coding and decoding its entries, by the call's cost model
+constants (:func:`collectives.cost_model.sends_bitmap`). The receiver tells the two apart
+by the sizes of the messages, so the ranks need not agree on it."""
 
 
 def delta(n, value_itemsize, index_itemsize):

@@ -23,7 +23,7 @@ def test_every_algorithm_equals_mpi_allreduce(nprocs, wait):
     result = run_mpi("check_allreduce.py", nprocs, wait, timeout=300)
     for rank in range(nprocs):
         assert "FAIL" not in result.stdout[rank], result.stdout[rank]
-    assert result.stdout[0].splitlines()[-1] == f"cases {1440 if nprocs <= 4 else 720}"
+    assert result.stdout[0].splitlines()[-1] == f"cases {1500 if nprocs <= 4 else 780}"
 
 
 @pytest.mark.parametrize("nprocs", [2, 3, 4])

@@ -24,6 +24,24 @@ def test_split_allgather_bytes_count_both_phases():
     assert p.bytes_sent == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("bitmap", ["auto", "list"])
+def test_split_allgather_bytes_count_bitmaps_where_bytes_are_dear(bitmap, monkeypatch):
+    # a rank holds 12.5% of 2**20: its slice of each range and each reduced range have
+    # more indices than a bitmap of the range has words (2**18 / 32)
+    monkeypatch.setattr(cost_model.thresholds, "BITMAP", bitmap)
+    n, k, procs, words = 2**20, 2**17, 4, 2**18 // 32
+    share = cost_model.expected_union(n, k, procs) / procs
+    p = cost_model.predict("ssar_split_allgather", procs, n, k, beta=6e-9)
+    if bitmap == "auto":
+        expected = 2 * 3 * 80 / 4 + 3 * (4 * k / 4 + 4 * words + 8 + 16 + 4 * share + 4 * words)
+    else:
+        expected = 2 * 3 * 80 / 4 + 3 * (8 * k / 4 + 8 + 16 + 8 * share)
+    assert p.bytes_sent == pytest.approx(expected)
+    # where a byte costs less than decoding an entry, the lists travel
+    cheap = cost_model.predict("ssar_split_allgather", procs, n, k, beta=1e-10)
+    assert cheap.bytes_sent == pytest.approx(2 * 3 * 80 / 4 + 3 * (8 * k / 4 + 8 + 16 + 8 * share))
+
+
 def test_one_rank_sends_nothing():
     for name in ALGORITHMS:
         assert cost_model.predict(name, 1, 1000, 10).bytes_sent == 0

@@ -3,7 +3,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectives._kernels import accumulate, merge_add, merge_runs
+from collectives._kernels import accumulate, from_bitmap, merge_add, merge_runs, to_bitmap
 from sparcml_apps.training import kernels
 
 
@@ -70,6 +70,28 @@ def test_accumulate_adds_at_offset():
     out = np.zeros(4)
     accumulate(np.array([10, 12, 12], np.uint32), np.array([1.0, 2.0, 3.0]), 10, out)
     np.testing.assert_array_equal(out, [1.0, 0.0, 5.0, 0.0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([np.uint32, np.uint64]),
+    st.integers(0, 2**33),
+    st.integers(1, 300).flatmap(lambda n: st.sets(st.integers(0, n - 1)).map(lambda s: (n, s))),
+)
+def test_a_bitmap_marks_the_indices_of_its_range_and_gives_them_back(dtype, lo, case):
+    length, members = case
+    if dtype is np.uint32:
+        lo %= 2**32 - length
+    indices = np.array(sorted(members), np.uint64).astype(dtype) + dtype(lo)
+    bits = 8 * np.dtype(dtype).itemsize
+    words = np.full(-(-length // bits), 0xA5, dtype)  # not zeroed: the kernel must
+    to_bitmap(indices, lo, words)
+    # numpy's reading of the same words: bit b of word w, least significant bit first
+    marked = np.unpackbits(words.view(np.uint8), bitorder="little")
+    np.testing.assert_array_equal(np.flatnonzero(marked), sorted(members))
+    out = np.empty(indices.size, dtype)
+    assert from_bitmap(words, lo, out) == indices.size
+    np.testing.assert_array_equal(out, indices)
 
 
 def test_the_rows_asked_for_ahead_are_rows_of_the_order_before_its_end():

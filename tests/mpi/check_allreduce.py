@@ -163,6 +163,31 @@ for delta_scale, accumulate in ((0.01, 0.125), (0.01, 0.0), (1.0, 0.0), (1.0, 1e
                         check(kind, size, dtype, algorithm, out)
 thresholds.DELTA_SCALE, thresholds.ACCUMULATE_FRACTION = 1.0, 0.125
 
+# Index lists as bitmaps wherever they are shorter, and never: the same sums.
+for bitmap in ("bitmap", "list"):
+    thresholds.BITMAP = bitmap
+    for algorithm in ("ssar_recursive_double", "ssar_split_allgather", "dsar_split_allgather"):
+        for kind in ("random_0.1", "random_0.5", "empty_on_even", "boundaries", "dense"):
+            for size in (4 * P + 1, 4099):
+                check(kind, size, DTYPES[-1], algorithm, "auto")
+thresholds.BITMAP = "auto"
+
+# The bitmaps are really sent: fewer bytes than the lists, for a sum half dense.
+sent = {}
+for bitmap in ("bitmap", "list"):
+    thresholds.BITMAP = bitmap
+    for algorithm in ("ssar_recursive_double", "ssar_split_allgather"):
+        indices = np.sort(rng_for("bytes").choice(4099, 2000, replace=False))
+        stats = collectives.Stats()
+        allreduce(SparseVector(indices, np.ones(indices.size), 4099), comm, algorithm=algorithm,
+                  stats=stats)  # fmt: skip
+        sent[bitmap, algorithm] = stats.bytes_sent
+thresholds.BITMAP = "auto"
+for algorithm in ("ssar_recursive_double", "ssar_split_allgather"):
+    if P > 1 and not sent["bitmap", algorithm] < 0.8 * sent["list", algorithm]:
+        failures.append(f"{algorithm}: bitmaps sent {sent['bitmap', algorithm]} bytes, lists "
+                        f"{sent['list', algorithm]}")  # fmt: skip
+
 # The dense switch is really taken: with a shrunk delta, dsar returns a dense ndarray.
 thresholds.DELTA_SCALE = 0.01
 indices = np.arange(rank, 1000, 7)
