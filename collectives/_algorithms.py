@@ -6,7 +6,7 @@ Each returns the sum: a :class:`SparseVector`, or a dense ndarray where it becam
 import numpy as np
 from mpi4py import MPI
 
-from . import cost_model, thresholds
+from . import thresholds
 from ._codec import EXACT
 from ._kernels import accumulate, from_bitmap, merge_add, merge_runs, to_bitmap
 from ._vector import SparseVector
@@ -26,10 +26,10 @@ def split_bounds(size, nprocs):
 
 def _index_message(wire, indices, lo, hi):
     """The message that carries the sorted ``indices`` of ``[lo, hi)``: the list, or its
-    bitmap where :func:`.cost_model.sends_bitmap` says so (which then has fewer items)."""
-    if not cost_model.sends_bitmap(indices.size, hi - lo, indices.itemsize, wire.beta):
+    bitmap where :func:`.thresholds.sends_bitmap` says so (which then has fewer items)."""
+    if not thresholds.sends_bitmap(indices.size, hi - lo, indices.itemsize, wire.beta):
         return indices
-    words = np.empty(cost_model.bitmap_words(hi - lo, indices.itemsize), indices.dtype)
+    words = np.empty(thresholds.bitmap_words(hi - lo, indices.itemsize), indices.dtype)
     to_bitmap(indices, lo, words)
     return words
 

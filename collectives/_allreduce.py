@@ -65,7 +65,7 @@ class _Channel:
             blocking=blocking,
             sequence=self.calls - 1,
             codec=codec,
-            beta=None if beta != beta else beta,  # NaN: none stored
+            beta=cost_model.BETA if beta != beta else beta,  # NaN: none stored
         )
 
     def queued(self):

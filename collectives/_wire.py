@@ -66,11 +66,11 @@ class Wire:
     """Start the MPI operations of one collective call on ``comm`` and count their traffic.
 
     ``codec`` (:mod:`collectives._codec`) says how the values the algorithms send travel;
-    ``beta``, the seconds a byte takes to send (None: the cost model's default), whether
-    their indices travel as bitmaps (:func:`collectives.cost_model.sends_bitmap`).
+    ``beta``, the seconds a byte takes to send, whether their indices travel as bitmaps
+    (:func:`collectives.thresholds.sends_bitmap`).
     """
 
-    def __init__(self, comm, *, blocking, sequence=0, codec=None, beta=None):
+    def __init__(self, comm, *, blocking, beta, sequence=0, codec=None):
         self.comm = comm
         self.codec = EXACT if codec is None else codec
         self.beta = beta

@@ -1,7 +1,7 @@
 """An alpha-beta cost model of the allreduce algorithms, used by ``algorithm="auto"``.
 
 A rank's time is ``alpha * messages + beta * bytes_sent + gamma * merged entries + dense_gamma
-* dense elements touched + BITMAP_GAMMA * entries sent as bitmaps``. Supports are taken as
+* dense elements touched + BITMAP_SECONDS * entries sent as bitmaps``. Supports are taken as
 uniformly random: the union of ``m`` vectors of ``k`` nonzeros out of ``n`` holds
 ``n (1 - (1 - k/n)**m)`` entries, an upper bound for the skewed supports of real gradients.
 The constants are module attributes; assign measured ones (or pass them) to fit a machine.
@@ -30,8 +30,6 @@ GAMMA = 4e-9
 """Seconds per entry of a merge-add of sorted index lists."""
 DENSE_GAMMA = 5e-10
 """Seconds per element of dense work (zero fill, elementwise sum)."""
-BITMAP_GAMMA = 3e-9
-"""Seconds per entry to write a sorted index list as a bitmap and to read it back."""
 
 ALGORITHMS = ("ssar_recursive_double", "ssar_split_allgather", "dsar_split_allgather", "dense")
 """The allreduce algorithms by name (``collectives.ALGORITHMS``): those the model
@@ -104,71 +102,6 @@ def expected_union(size, nnz, count):
     return size * (1.0 - (1.0 - min(nnz, size) / size) ** count)
 
 
-def bitmap_words(length, index_itemsize):
-    """The words of a bitmap of ``length`` bits, a word as wide as an index.
-
-    Parameters
-    ----------
-    length : int or float
-        The bits: the length of the index range it marks.
-    index_itemsize : int
-        The bytes of an index and of a word: 4 or 8.
-
-    Returns
-    -------
-    int or float
-        The words, rounded up.
-
-    Examples
-    --------
-    >>> from collectives.cost_model import bitmap_words
-    >>> bitmap_words(2**20, 4), bitmap_words(100, 8)
-    (32768, 2)
-    """
-    return -(-length // (8 * index_itemsize))
-
-
-def sends_bitmap(nnz, length, index_itemsize, beta=None):
-    """Whether ``nnz`` sorted indices of a range of ``length`` travel as a bitmap.
-
-    As :data:`thresholds.BITMAP` says: never with ``"list"``; with ``"bitmap"`` wherever the
-    bitmap has fewer words than the list; with ``"auto"`` where, besides, the bytes it
-    saves take longer to send (``beta`` a byte) than :data:`BITMAP_GAMMA` an entry.
-
-    Parameters
-    ----------
-    nnz : float
-        The indices (an expectation may be fractional).
-    length : int
-        The length of the index range they lie in.
-    index_itemsize : int
-        The bytes of an index (and of a word of the bitmap): 4 or 8.
-    beta : float, optional
-        Seconds a byte; None (the default) takes :data:`BETA`.
-
-    Returns
-    -------
-    bool
-
-    Examples
-    --------
-    >>> from collectives.cost_model import sends_bitmap
-    >>> sends_bitmap(300_000, 2**20, 4, beta=6e-9)  # 29% of the range over 1 Gbit/s
-    True
-    >>> sends_bitmap(300_000, 2**20, 4, beta=2e-10)  # where bytes are cheaper to copy
-    False
-    >>> sends_bitmap(30_000, 2**20, 4, beta=6e-9)  # 2.9%: the list is shorter
-    False
-    """
-    words = bitmap_words(length, index_itemsize)
-    if thresholds.BITMAP == "list" or words >= nnz:
-        return False
-    if thresholds.BITMAP == "bitmap":
-        return True
-    beta = BETA if beta is None else beta
-    return beta * index_itemsize * (nnz - words) > BITMAP_GAMMA * nnz
-
-
 def _ceil_log2(n):
     return (n - 1).bit_length()
 
@@ -190,11 +123,11 @@ def predict(
     """Predict one rank's cost of ``allreduce`` where every rank holds ``nnz`` nonzeros.
 
     The busiest rank's ``alpha * messages + beta * bytes_sent + gamma * merged entries +
-    dense_gamma * dense elements touched + BITMAP_GAMMA * entries sent as bitmaps``, for
+    dense_gamma * dense elements touched + BITMAP_SECONDS * entries sent as bitmaps``, for
     the messages, bytes and work of the algorithm and of the agreement check that every
     call makes first. Where the algorithm takes a path by a threshold, the model takes it
     by the same one (:mod:`collectives.thresholds`), and it sends an index list as a
-    bitmap where :func:`sends_bitmap` says so.
+    bitmap where :func:`thresholds.sends_bitmap` says so.
 
     Parameters
     ----------
@@ -264,8 +197,9 @@ def predict(
     def block(n, length):
         """The bytes of a block of ``n`` entries of a range of ``length``, and its entries
         coded as a bitmap."""
-        if sends_bitmap(n, length, index_itemsize, beta):
-            return value_itemsize * n + index_itemsize * bitmap_words(length, index_itemsize), n
+        if thresholds.sends_bitmap(n, length, index_itemsize, beta):
+            words = thresholds.bitmap_words(length, index_itemsize)
+            return value_itemsize * n + index_itemsize * words, n
         return entry * n, 0.0
 
     if algorithm == "ssar_recursive_double":
@@ -315,7 +249,7 @@ def predict(
     if nprocs == 1:
         sent, messages, coded = 0.0, 0, 0.0
     seconds = alpha * messages + beta * sent + gamma * merged + dense_gamma * touched
-    seconds += BITMAP_GAMMA * coded
+    seconds += thresholds.BITMAP_SECONDS * coded
     return Prediction(seconds, sent, messages)
 
 

@@ -19,14 +19,16 @@ ACCUMULATE_FRACTION = 0.125
 """When the entries a rank receives for its index range exceed this fraction of the range's
 length, it sums them into a dense buffer instead of merging them as sorted lists."""
 
-
 BITMAP = "auto"
 """How the sorted indices of a sparse block travel: ``"list"`` (as they are), ``"bitmap"``
 (as a bitmap of the block's index range, one bit an index, wherever that takes fewer bytes
 than the list), or ``"auto"``: as a bitmap where it takes fewer bytes and the bytes it
-saves take longer to send than coding and decoding its entries, by the call's cost model
-constants (:func:`collectives.cost_model.sends_bitmap`). The receiver tells the two apart
-by the sizes of the messages, so the ranks need not agree on it."""
+saves take longer to send than writing and reading the bitmap, at the seconds a byte of the
+call's cost model constants (:func:`sends_bitmap`). The receiver tells the two apart by the
+sizes of the messages, so the ranks need not agree on it."""
+
+BITMAP_SECONDS = 3e-9
+"""Seconds per entry to write a sorted index list as a bitmap and to read it back."""
 
 
 def delta(n, value_itemsize, index_itemsize):
@@ -59,6 +61,70 @@ def delta(n, value_itemsize, index_itemsize):
     '666.7'
     """
     return DELTA_SCALE * n * value_itemsize / (index_itemsize + value_itemsize)
+
+
+def bitmap_words(length, index_itemsize):
+    """The words of a bitmap of ``length`` bits, a word as wide as an index.
+
+    Parameters
+    ----------
+    length : int or float
+        The bits: the length of the index range it marks.
+    index_itemsize : int
+        The bytes of an index and of a word: 4 or 8.
+
+    Returns
+    -------
+    int or float
+        The words, rounded up.
+
+    Examples
+    --------
+    >>> from collectives.thresholds import bitmap_words
+    >>> bitmap_words(2**20, 4), bitmap_words(100, 8)
+    (32768, 2)
+    """
+    return -(-length // (8 * index_itemsize))
+
+
+def sends_bitmap(nnz, length, index_itemsize, beta):
+    """Whether ``nnz`` sorted indices of a range of ``length`` travel as a bitmap.
+
+    As :data:`BITMAP` says: never with ``"list"``; with ``"bitmap"`` wherever the
+    bitmap has fewer words than the list; with ``"auto"`` where, besides, the bytes it
+    saves take longer to send (``beta`` a byte) than :data:`BITMAP_SECONDS` an entry.
+
+    Parameters
+    ----------
+    nnz : float
+        The indices (an expectation may be fractional).
+    length : int
+        The length of the index range they lie in.
+    index_itemsize : int
+        The bytes of an index (and of a word of the bitmap): 4 or 8.
+    beta : float
+        Seconds a byte (the cost model's ``beta``).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from collectives.thresholds import sends_bitmap
+    >>> sends_bitmap(300_000, 2**20, 4, beta=6e-9)  # 29% of the range over 1 Gbit/s
+    True
+    >>> sends_bitmap(300_000, 2**20, 4, beta=2e-10)  # where bytes are cheaper to copy
+    False
+    >>> sends_bitmap(30_000, 2**20, 4, beta=6e-9)  # 2.9%: the list is shorter
+    False
+    """
+    words = bitmap_words(length, index_itemsize)
+    if BITMAP == "list" or words >= nnz:
+        return False
+    if BITMAP == "bitmap":
+        return True
+    return beta * index_itemsize * (nnz - words) > BITMAP_SECONDS * nnz
 
 
 WAIT = "auto"

@@ -1,6 +1,6 @@
 import pytest
 
-from collectives import ALGORITHMS, cost_model
+from collectives import ALGORITHMS, cost_model, thresholds
 
 
 def test_expected_union_matches_counting():
@@ -28,7 +28,7 @@ def test_split_allgather_bytes_count_both_phases():
 def test_split_allgather_bytes_count_bitmaps_where_bytes_are_dear(bitmap, monkeypatch):
     # a rank holds 12.5% of 2**20: its slice of each range and each reduced range have
     # more indices than a bitmap of the range has words (2**18 / 32)
-    monkeypatch.setattr(cost_model.thresholds, "BITMAP", bitmap)
+    monkeypatch.setattr(thresholds, "BITMAP", bitmap)
     n, k, procs, words = 2**20, 2**17, 4, 2**18 // 32
     share = cost_model.expected_union(n, k, procs) / procs
     p = cost_model.predict("ssar_split_allgather", procs, n, k, beta=6e-9)

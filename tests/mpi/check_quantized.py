@@ -5,6 +5,7 @@ failure. Quantized sums are checked for: the same bits on every rank, an error w
 the roundings can add, unbiasedness over many seeds, and the bytes of the dense phase.
 """
 
+import itertools
 import sys
 
 import numpy as np
@@ -45,13 +46,15 @@ def as_dense(result):
     return result.to_dense() if isinstance(result, SparseVector) else result
 
 
-# 1. every algorithm: one result on all ranks, within the rounding error, dense exact
-for algorithm in [*collectives.ALGORITHMS, "auto"]:
+# 1. every algorithm: one result on all ranks, within the rounding error, dense exact; with
+# the index lists as bitmaps wherever they are shorter, too
+for bitmap, algorithm in itertools.product(("auto", "bitmap"), [*collectives.ALGORITHMS, "auto"]):
+    thresholds.BITMAP = bitmap
     for bits in collectives.BITS:
         for size, density in ((4 * P + 1, 0.5), (2000, 0.05), (3000, 1.0)):
             for dtype in (np.float32, np.float64):
                 vec = vector(size, size, density, dtype)
-                label = f"{algorithm} bits={bits} size={size} {dtype.__name__}"
+                label = f"{algorithm} {bitmap} bits={bits} size={size} {dtype.__name__}"
                 got = as_dense(allreduce(vec, comm, algorithm=algorithm, quantization_bits=bits))
                 first = got.copy()
                 comm.Bcast(first, root=0)
@@ -72,6 +75,7 @@ for algorithm in [*collectives.ALGORITHMS, "auto"]:
                         f"{label}: one rank sends nothing, rounds nothing",
                         np.array_equal(got, exact),
                     )
+thresholds.BITMAP = "auto"
 
 # 2. the same random_state repeats the result; another one changes it
 vec = vector(7, 1000, 0.3)
