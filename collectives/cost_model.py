@@ -1,10 +1,11 @@
 """An alpha-beta cost model of the allreduce algorithms, used by ``algorithm="auto"``.
 
 A rank's time is ``alpha * messages + beta * bytes_sent + gamma * merged entries + dense_gamma
-* dense elements touched + BITMAP_SECONDS * entries sent as bitmaps``. Supports are taken as
-uniformly random: the union of ``m`` vectors of ``k`` nonzeros out of ``n`` holds
-``n (1 - (1 - k/n)**m)`` entries, an upper bound for the skewed supports of real gradients.
-The constants are module attributes; assign measured ones (or pass them) to fit a machine.
+* dense elements touched + BITMAP_SECONDS * entries sent as bitmaps`` (the last from
+:mod:`collectives.thresholds`). Supports are taken as uniformly random: the union of ``m``
+vectors of ``k`` nonzeros out of ``n`` holds ``n (1 - (1 - k/n)**m)`` entries, an upper bound
+for the skewed supports of real gradients. The constants are module attributes; assign
+measured ones (or pass them) to fit a machine.
 
 :func:`collectives.calibrate` measures the constants on a communicator and
 :func:`store` keeps them in a JSON file (:func:`calibration_path`), one record per number
@@ -123,11 +124,11 @@ def predict(
     """Predict one rank's cost of ``allreduce`` where every rank holds ``nnz`` nonzeros.
 
     The busiest rank's ``alpha * messages + beta * bytes_sent + gamma * merged entries +
-    dense_gamma * dense elements touched + BITMAP_SECONDS * entries sent as bitmaps``, for
-    the messages, bytes and work of the algorithm and of the agreement check that every
-    call makes first. Where the algorithm takes a path by a threshold, the model takes it
-    by the same one (:mod:`collectives.thresholds`), and it sends an index list as a
-    bitmap where :func:`thresholds.sends_bitmap` says so.
+    dense_gamma * dense elements touched + thresholds.BITMAP_SECONDS * entries sent as
+    bitmaps``, for the messages, bytes and work of the algorithm and of the agreement check
+    that every call makes first. Where the algorithm takes a path by a threshold, the model
+    takes it by the same one (:mod:`collectives.thresholds`), and it sends an index list as
+    a bitmap where :func:`thresholds.sends_bitmap` says so.
 
     Parameters
     ----------
