@@ -109,6 +109,11 @@ def sends_bitmap(nnz, length, index_itemsize, beta):
     -------
     bool
 
+    Raises
+    ------
+    ValueError
+        If :data:`BITMAP` is none of its three values.
+
     Examples
     --------
     >>> from collectives.thresholds import sends_bitmap
@@ -119,6 +124,10 @@ def sends_bitmap(nnz, length, index_itemsize, beta):
     >>> sends_bitmap(30_000, 2**20, 4, beta=6e-9)  # 2.9%: the list is shorter
     False
     """
+    if BITMAP not in ("auto", "list", "bitmap"):
+        raise ValueError(
+            f"collectives.thresholds.BITMAP must be 'auto', 'list' or 'bitmap', got {BITMAP!r}"
+        )
     words = bitmap_words(length, index_itemsize)
     if BITMAP == "list" or words >= nnz:
         return False

@@ -42,6 +42,14 @@ def test_split_allgather_bytes_count_bitmaps_where_bytes_are_dear(bitmap, monkey
     assert cheap.bytes_sent == pytest.approx(2 * 3 * 80 / 4 + 3 * (8 * k / 4 + 8 + 16 + 8 * share))
 
 
+def test_an_unknown_bitmap_setting_is_refused_by_name(monkeypatch):
+    monkeypatch.setattr(thresholds, "BITMAP", "always")
+    with pytest.raises(
+        ValueError, match="thresholds.BITMAP must be 'auto', 'list' or 'bitmap', got 'always'"
+    ):
+        cost_model.predict("ssar_split_allgather", 4, 2**20, 2**17)
+
+
 def test_one_rank_sends_nothing():
     for name in ALGORITHMS:
         assert cost_model.predict(name, 1, 1000, 10).bytes_sent == 0
