@@ -34,14 +34,24 @@ def _index_message(wire, indices, lo, hi):
     return words
 
 
-def _indices(message, n_values, lo):
-    """The indices an index message carries for ``n_values`` values from ``lo``: the
-    message itself where it lists them (or is empty: a dense block), else its bitmap's."""
-    if message.size in (n_values, 0):
-        return message
-    indices = np.empty(n_values, message.dtype)
-    from_bitmap(message, lo, indices)
-    return indices
+def _is_bitmap(n_items, n_values):
+    """Whether an index message of ``n_items`` for ``n_values`` values is a bitmap: a list
+    has one item a value, a dense block none, a bitmap fewer than its values."""
+    return (n_items != n_values) & (n_items != 0)
+
+
+def _indices(message, n_values, lo, out=None):
+    """The indices an index message carries for ``n_values`` values from ``lo`` (written
+    into ``out`` where given): the message itself where it lists them (or is empty: a
+    dense block), else its bitmap's."""
+    if not _is_bitmap(message.size, n_values):
+        if out is None:
+            return message
+        out[:] = message
+        return out
+    out = np.empty(n_values, message.dtype) if out is None else out
+    from_bitmap(message, lo, out)
+    return out
 
 
 def _start_send(wire, vec, indices, values, dest, codec, key):
@@ -192,12 +202,17 @@ def _swap_with_all(wire, outgoing, ranges, lows, like, tag):
     own_values[:] = encoded[id(outgoing[rank][1])]
     yield requests
     all_values, counts[:, 1] = wire.codec.decode_blocks(all_values, counts[:, 1], like.values.dtype)
-    if not np.any((counts[:, 0] != counts[:, 1]) & (counts[:, 0] != 0)):
+    coded = _is_bitmap(counts[:, 0], counts[:, 1])
+    if not coded.any():
         return all_indices, all_values, counts
     # some blocks came as bitmaps: their indices, in place of the bitmaps
-    blocks = [_indices(block(owner)[0], counts[owner, 1], lows[owner]) for owner in range(nprocs)]
-    counts[:, 0] = [indices.size for indices in blocks]
-    return np.concatenate(blocks), all_values, counts
+    sizes = np.where(coded, counts[:, 1], counts[:, 0])
+    indices, at = np.empty(int(sizes.sum()), all_indices.dtype), displacements(sizes)
+    for owner in range(nprocs):
+        out = indices[at[owner] : at[owner] + sizes[owner]]
+        _indices(block(owner)[0], counts[owner, 1], lows[owner], out)
+    counts[:, 0] = sizes
+    return indices, all_values, counts
 
 
 def split_allgather(wire, vec, dynamic=False):
